@@ -1,0 +1,49 @@
+# Every target sets up .venv on first use (and again when pyproject.toml or constraints.txt change).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+NB     ?= notebooks/[0-9]*.ipynb
+NBVAL  := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+.PHONY: lab test unit replay run student bench sync
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[lab,test]"
+	touch $(STAMP)
+
+## make lab: open the workbook in JupyterLab
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+## make test: unit tests, then replay every notebook with nbval
+test: unit replay
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests
+
+replay: $(STAMP)
+	$(PY) -m pytest -q -p tests.conftest $(NBVAL) $(NB)
+
+## make run: re-execute every notebook in place, each in a fresh kernel (regenerates committed outputs)
+##           (one notebook: make run NB=notebooks/02_gradient_accumulation.ipynb; same for make replay)
+run: $(STAMP)
+	$(PY) tools/sync_workbook.py
+	for nb in $(NB); do \
+	  $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 "$$nb" || exit 1; \
+	done
+
+## make student: student copies (solutions removed) in build/student/
+student: $(STAMP)
+	$(PY) tools/make_student.py notebooks build/student
+
+## make bench: every benchmark, ratios against its baseline, written to build/benchmarks.txt
+bench: $(STAMP)
+	mkdir -p build
+	for b in benchmarks/bench_*.py; do $(PY) "$$b" || exit 1; done | tee build/benchmarks.txt
+
+## make sync: rebuild Colab badges, Colab install cells and the README notebook table from pyproject.toml
+sync: $(STAMP)
+	$(PY) tools/sync_workbook.py
