@@ -1,0 +1,402 @@
+"""Batch iteration for a language model: the PTB producer, the TF1 queue way and the tf.data way (notebook 03).
+
+The Penn Treebank tutorial cuts one long stream of token ids into ``batch_size`` parallel streams
+and reads them ``num_steps`` tokens at a time. Batch ``i`` holds window ``i`` of every stream; the
+targets are the same window shifted one token to the right. In TF1 a queue (``range_input_producer``)
+handed out the window index, so one tensor ``x`` gave a new batch at every ``session.run``. In TF2 a
+``tf.data.Dataset`` of window indices, mapped to slices, is iterated with a plain ``for`` loop.
+
+* Corpus: :func:`load_corpus`, :func:`tokenize`, :func:`build_vocab`, :func:`to_ids`, :func:`corpus_ids`.
+* Layout: :func:`ptb_layout` (stream length, batches per epoch, tokens left unused).
+* Pipelines: :func:`ptb_batches` (tf.data), :func:`ptb_batches_v1` and :class:`QueuePipeline` (TF1).
+* Cost: :func:`batch_checksum` and :class:`Checksum` (a stand-in for a training step).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from importlib import resources
+from typing import Any, Iterable, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+CORPUS = "fables.txt"
+EOS = "<eos>"
+UNK = "<unk>"
+_INT32_MAX = np.iinfo(np.int32).max
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+# --------------------------------------------------------------------------- corpus
+
+
+def load_corpus(name: str = CORPUS) -> str:
+    """The text of a corpus shipped in ``helpers/data`` (read through ``importlib.resources``).
+
+    The default, ``fables.txt``, is a set of short fables written for this workbook (public
+    domain): one sentence per line, like the Penn Treebank text; lines starting with ``#`` are
+    comments and are not part of the text.
+
+    >>> load_corpus().splitlines()[0].startswith("The miller")
+    True
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    resource = resources.files("helpers").joinpath("data", name)
+    if not name.endswith(".txt") or not resource.is_file():
+        raise ValueError(f"name must be a .txt file in helpers/data, got {name!r}")
+    lines = resource.read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines if not line.startswith("#")).strip() + "\n"
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case words, numbers as ``N``, and an ``<eos>`` token at the end of every non-empty line.
+
+    This is the Penn Treebank convention: the language model also learns where sentences end.
+
+    >>> tokenize("The fox ran.\\nIt ran 3 miles!")
+    ['the', 'fox', 'ran', '<eos>', 'it', 'ran', 'N', 'miles', '<eos>']
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    tokens: list[str] = []
+    for line in text.splitlines():
+        words = ["N" if w.isdigit() else w for w in _WORD.findall(line.lower())]
+        if words:
+            tokens += words + [EOS]
+    return tokens
+
+
+def build_vocab(tokens: Iterable[str], max_size: int | None = None) -> dict[str, int]:
+    """Word-to-id dictionary: the most frequent word gets id 0; ties are broken alphabetically.
+
+    With ``max_size``, only the ``max_size - 1`` most frequent words keep their own id and every
+    other word shares the id of ``<unk>`` (the last id).
+
+    >>> build_vocab(["b", "a", "b", "c", "a", "b"])
+    {'b': 0, 'a': 1, 'c': 2}
+    >>> build_vocab(["b", "a", "b", "c", "a", "b"], max_size=2)
+    {'b': 0, '<unk>': 1}
+    """
+    tokens = list(tokens)
+    if not tokens:
+        raise ValueError("tokens is empty: a vocabulary needs at least one token")
+    bad = next((t for t in tokens if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"tokens must be strings, found {type(bad).__name__} {bad!r}")
+    if max_size is not None:
+        if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)):
+            raise TypeError(f"max_size must be an int or None, got {type(max_size).__name__}")
+        if max_size < 2:
+            raise ValueError(f"max_size must be >= 2 (one word and {UNK}), got {max_size}")
+    ranked = sorted(Counter(tokens).items(), key=lambda item: (-item[1], item[0]))
+    words = [word for word, _ in ranked]
+    if max_size is not None and len(words) > max_size:
+        words = [w for w in words if w != UNK][: max_size - 1] + [UNK]
+    return {word: index for index, word in enumerate(words)}
+
+
+def to_ids(tokens: Iterable[str], vocab: dict[str, int]) -> np.ndarray:
+    """The ids of ``tokens`` as an int32 array; unknown words map to ``<unk>`` if ``vocab`` has it.
+
+    >>> to_ids(["b", "a", "z"], {"b": 0, "a": 1, "<unk>": 2}).tolist()
+    [0, 1, 2]
+    """
+    if not isinstance(vocab, dict):
+        raise TypeError(f"vocab must be a dict from word to id (see build_vocab), got {type(vocab).__name__}")
+    if not vocab:
+        raise ValueError("vocab is empty")
+    unk = vocab.get(UNK)
+    ids = []
+    for token in tokens:
+        index = vocab.get(token, unk)
+        if index is None:
+            raise ValueError(f"tokens contains {token!r}, which is not in vocab (and vocab has no {UNK})")
+        ids.append(index)
+    return np.asarray(ids, dtype=np.int32)
+
+
+def corpus_ids(name: str = CORPUS, max_vocab: int | None = None) -> tuple[np.ndarray, dict[str, int]]:
+    """The shipped corpus as one stream of int32 token ids, and its vocabulary.
+
+    >>> ids, vocab = corpus_ids()
+    >>> ids.dtype.name, int(ids[-1]) == vocab["<eos>"]
+    ('int32', True)
+    """
+    tokens = tokenize(load_corpus(name))
+    vocab = build_vocab(tokens, max_size=max_vocab)
+    return to_ids(tokens, vocab), vocab
+
+
+# --------------------------------------------------------------------------- layout
+
+
+class Layout(NamedTuple):
+    """How the PTB producer lays ``n_tokens`` out as ``batch_size`` streams read ``num_steps`` at a time."""
+
+    n_tokens: int
+    batch_size: int
+    num_steps: int
+    batch_len: int  # tokens per stream (the reshape drops the remainder)
+    epoch_size: int  # batches per epoch: windows that fit, keeping one token for the last target
+
+    @property
+    def dropped_by_reshape(self) -> int:
+        """Tokens at the end of the data that do not fill a whole row of the reshape."""
+        return self.n_tokens - self.batch_size * self.batch_len
+
+    @property
+    def unused_per_stream(self) -> int:
+        """Tokens at the end of each stream that neither an input nor a target window reaches."""
+        return self.batch_len - self.epoch_size * self.num_steps - 1
+
+    @property
+    def never_read(self) -> int:
+        """Tokens that an epoch never reads, as input or as target."""
+        return self.dropped_by_reshape + self.batch_size * self.unused_per_stream
+
+    @property
+    def inputs_per_epoch(self) -> int:
+        """Tokens an epoch feeds as inputs (``epoch_size * batch_size * num_steps``)."""
+        return self.epoch_size * self.batch_size * self.num_steps
+
+
+def ptb_layout(n_tokens: int, batch_size: int, num_steps: int) -> Layout:
+    """Stream length and batches per epoch, exactly as the PTB producer computes them.
+
+    Raises ``ValueError`` when the data is too short for one batch (the producer's
+    ``epoch_size == 0`` assertion).
+
+    >>> layout = ptb_layout(70, batch_size=4, num_steps=5)
+    >>> layout.batch_len, layout.epoch_size, layout.never_read
+    (17, 3, 6)
+    """
+    n_tokens = _check_int("n_tokens", n_tokens, minimum=0)
+    batch_size = _check_int("batch_size", batch_size)
+    num_steps = _check_int("num_steps", num_steps)
+    batch_len = n_tokens // batch_size
+    epoch_size = (batch_len - 1) // num_steps
+    if epoch_size <= 0:
+        raise ValueError(
+            f"raw_ids is too short for one batch: {n_tokens} tokens give {batch_size} streams of "
+            f"{batch_len} tokens, and one batch needs num_steps + 1 = {num_steps + 1} per stream "
+            "(epoch_size == 0): decrease batch_size or num_steps"
+        )
+    return Layout(n_tokens, batch_size, num_steps, batch_len, epoch_size)
+
+
+def _check_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _as_ids(raw_ids: Any) -> np.ndarray:
+    """``raw_ids`` as a 1-D int32 NumPy array, or a clear error naming ``raw_ids``."""
+    if isinstance(raw_ids, (tf.Tensor, tf.Variable)):
+        raw_ids = raw_ids.numpy()
+    if isinstance(raw_ids, (str, bytes)):
+        raise TypeError("raw_ids must be a sequence of integer token ids, got a string: map words to ids first (to_ids)")
+    array = np.asarray(raw_ids)
+    if array.ndim != 1:
+        raise ValueError(f"raw_ids must be 1-D (one stream of token ids), got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError("raw_ids is empty: there is nothing to batch")
+    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"raw_ids must hold integer token ids, got dtype {array.dtype}")
+    if array.min() < 0 or array.max() > _INT32_MAX:
+        raise ValueError(f"raw_ids must lie in [0, {_INT32_MAX}], got values from {array.min()} to {array.max()}")
+    return array.astype(np.int32)
+
+
+# --------------------------------------------------------------------------- pipelines
+
+
+def _dataset_options() -> tf.data.Options:
+    """Fixed options, so a pipeline behaves (and times) the same on every run."""
+    options = tf.data.Options()
+    options.deterministic = True
+    options.autotune.enabled = False
+    options.experimental_optimization.inject_prefetch = False
+    return options
+
+
+def ptb_batches(raw_ids: Any, batch_size: int, num_steps: int, repeat: bool = False, *, prefetch: int = 1) -> tf.data.Dataset:
+    """The PTB producer as a ``tf.data.Dataset`` of ``(x, y)`` int32 batches of shape ``[batch_size, num_steps]``.
+
+    ``raw_ids`` is one stream of token ids. It is cut into ``batch_size`` streams of ``batch_len``
+    tokens; batch ``i`` is window ``i`` of every stream, ``x = data[:, i*num_steps : (i+1)*num_steps]``,
+    and ``y`` is the same window one token later. An epoch has ``epoch_size`` batches, in order (never
+    shuffled: each stream continues from one batch to the next, which a stateful RNN relies on).
+    ``repeat=True`` starts again at window 0 forever, as the TF1 queue did. ``prefetch`` batches are
+    prepared ahead (0 turns prefetching off); the other ``tf.data`` options are fixed.
+
+    >>> x, y = next(iter(ptb_batches(range(20), batch_size=2, num_steps=3)))
+    >>> x.numpy().tolist(), y.numpy().tolist()
+    ([[0, 1, 2], [10, 11, 12]], [[1, 2, 3], [11, 12, 13]])
+    """
+    ids = _as_ids(raw_ids)
+    layout = ptb_layout(len(ids), batch_size, num_steps)
+    if not isinstance(repeat, bool):
+        raise TypeError(f"repeat must be a bool, got {type(repeat).__name__}")
+    prefetch = _check_int("prefetch", prefetch, minimum=0)
+    b, n = layout.batch_size, layout.num_steps
+    data = tf.constant(ids[: b * layout.batch_len].reshape(b, layout.batch_len))
+
+    def window(i: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        start = tf.cast(i, tf.int32) * n
+        return tf.slice(data, [0, start], [b, n]), tf.slice(data, [0, start + 1], [b, n])
+
+    dataset = tf.data.Dataset.range(layout.epoch_size)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.map(window)
+    if prefetch:
+        dataset = dataset.prefetch(prefetch)
+    return dataset.with_options(_dataset_options())
+
+
+class QueuePipeline:
+    """The PTB producer the TF1 way: a graph, a range queue, queue runners and a session.
+
+    ``x`` and ``y`` are defined once and depend on a dequeue, so every ``session.run`` that
+    evaluates them takes the next window. Use it as a context manager: on exit the queue runners
+    are stopped and joined and the session is closed. ``step`` is a stand-in training step that
+    adds :func:`batch_checksum` of the batch to a variable (for the Cost comparison).
+
+    >>> with QueuePipeline(range(20), batch_size=2, num_steps=3) as pipe:
+    ...     first, second = pipe.next_batch(), pipe.next_batch()
+    >>> second[0].tolist()
+    [[3, 4, 5], [13, 14, 15]]
+    """
+
+    def __init__(self, raw_ids: Any, batch_size: int, num_steps: int):
+        ids = _as_ids(raw_ids)
+        self.layout = ptb_layout(len(ids), batch_size, num_steps)
+        b, n, length = self.layout.batch_size, self.layout.num_steps, self.layout.batch_len
+        v1 = tf.compat.v1
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            raw = tf.constant(ids, dtype=tf.int32, name="raw_data")
+            data = tf.reshape(raw[: b * length], [b, length])
+            self.index = v1.train.range_input_producer(self.layout.epoch_size, shuffle=False).dequeue()
+            self.x = tf.strided_slice(data, [0, self.index * n], [b, (self.index + 1) * n])
+            self.y = tf.strided_slice(data, [0, self.index * n + 1], [b, (self.index + 1) * n + 1])
+            self.x.set_shape([b, n])
+            self.y.set_shape([b, n])
+            self.total = v1.Variable(0, dtype=tf.int64, trainable=False, name="total")
+            self.step = self.total.assign_add(batch_checksum(self.x, self.y))
+            init = v1.global_variables_initializer()
+        self.session = v1.Session(graph=self.graph)
+        self.session.run(init)
+        self.coord = v1.train.Coordinator()
+        with self.graph.as_default():  # start_queue_runners reads the queue runners of the default graph
+            self.threads = v1.train.start_queue_runners(sess=self.session, coord=self.coord)
+        self.closed = False
+
+    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """Run ``x`` and ``y`` once: one dequeue, one ``(x, y)`` pair of NumPy arrays."""
+        x, y = self.session.run([self.x, self.y])
+        return x, y
+
+    def run_steps(self, num_steps: int) -> int:
+        """Run the stand-in training step ``num_steps`` times (one ``session.run`` each); return the total."""
+        for _ in range(_check_int("num_steps", num_steps, minimum=0)):
+            self.session.run(self.step.op)
+        return int(self.session.run(self.total))
+
+    def close(self) -> None:
+        """Stop and join the queue runner threads, then close the session (safe to call twice)."""
+        if self.closed:
+            return
+        self.coord.request_stop()
+        self.coord.join(self.threads)
+        self.session.close()
+        self.closed = True
+
+    def __enter__(self) -> "QueuePipeline":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def ptb_batches_v1(raw_ids: Any, batch_size: int, num_steps: int, num_batches: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The first ``num_batches`` batches of the TF1 PTB producer (wrapping around epochs like the queue).
+
+    Builds a ``tf.compat.v1`` graph (range input producer, strided slices), starts a coordinator and
+    queue runners, runs ``(x, y)`` ``num_batches`` times and stops everything cleanly.
+
+    >>> batches = ptb_batches_v1(range(20), batch_size=2, num_steps=3, num_batches=4)
+    >>> [int(x[0, 0]) for x, _ in batches]  # 20 tokens give 3 windows per epoch, then window 0 again
+    [0, 3, 6, 0]
+    """
+    num_batches = _check_int("num_batches", num_batches)
+    with QueuePipeline(raw_ids, batch_size, num_steps) as pipe:
+        return [pipe.next_batch() for _ in range(num_batches)]
+
+
+# --------------------------------------------------------------------------- cost
+
+
+def batch_checksum(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    """``sum(x) + 2 * sum(y)`` as an int64 scalar: reads every token of a batch (works in TF1 graphs too).
+
+    >>> int(batch_checksum(tf.constant([[1, 2]]), tf.constant([[2, 3]])))
+    13
+    """
+    x = tf.cast(x, tf.int64)
+    y = tf.cast(y, tf.int64)
+    return tf.reduce_sum(x) + 2 * tf.reduce_sum(y)
+
+
+_BATCH = tf.TensorSpec([None, None], tf.int32)
+
+
+class Checksum:
+    """A stand-in training step: add :func:`batch_checksum` of each batch to a variable.
+
+    ``step(x, y)`` is compiled once for every batch shape (its ``input_signature`` has ``None``
+    dimensions) and is called from a Python loop; ``loop(dataset)`` runs the whole loop inside one
+    ``tf.function`` (one trace per dataset element spec).
+
+    >>> counter = Checksum()
+    >>> counter.run_python_loop(ptb_batches(range(20), 2, 3), num_batches=3) == counter.run_in_graph(
+    ...     ptb_batches(range(20), 2, 3), num_batches=3)
+    True
+    """
+
+    def __init__(self) -> None:
+        self.total = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.step = tf.function(self._step, input_signature=[_BATCH, _BATCH])
+        self.loop = tf.function(self._loop)
+
+    def _step(self, x: tf.Tensor, y: tf.Tensor) -> None:
+        self.total.assign_add(batch_checksum(x, y))
+
+    def _loop(self, dataset: tf.data.Dataset) -> None:
+        for x, y in dataset:
+            self._step(x, y)
+
+    @property
+    def value(self) -> int:
+        return int(self.total.numpy())
+
+    def run_python_loop(self, dataset: tf.data.Dataset, num_batches: int) -> int:
+        """Reset, then call the compiled ``step`` on ``num_batches`` batches from a Python ``for`` loop."""
+        num_batches = _check_int("num_batches", num_batches)
+        self.total.assign(0)
+        for x, y in dataset.take(num_batches):
+            self.step(x, y)
+        return self.value
+
+    def run_in_graph(self, dataset: tf.data.Dataset, num_batches: int) -> int:
+        """Reset, then run the loop over ``num_batches`` batches inside one ``tf.function`` call."""
+        num_batches = _check_int("num_batches", num_batches)
+        self.total.assign(0)
+        self.loop(dataset.take(num_batches))
+        return self.value
