@@ -5,7 +5,9 @@ Every notebook's setup cell calls :func:`setup` once, before any other TensorFlo
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import warnings
 
 # Must be set before TensorFlow is imported to silence its C++ start-up logs.
@@ -33,15 +35,17 @@ def setup(seed: int = 0) -> str:
 
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
-    import absl.logging
-    import tensorflow as tf
-    import keras
+    with _native_stderr_silenced():
+        import absl.logging
+        import tensorflow as tf
+        import keras
 
-    absl.logging.set_verbosity(absl.logging.ERROR)
-    tf.get_logger().setLevel("ERROR")
-    tf.autograph.set_verbosity(0)
+        absl.logging.set_verbosity(absl.logging.ERROR)
+        tf.get_logger().setLevel("ERROR")
+        tf.autograph.set_verbosity(0)
+        gpus = tf.config.list_physical_devices("GPU")
+        tf.constant(0.0).numpy()  # initialise the runtime (and its start-up log lines) here
 
-    gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
         try:
             tf.config.experimental.set_memory_growth(gpu, True)
@@ -51,6 +55,27 @@ def setup(seed: int = 0) -> str:
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
     return "/GPU:0" if gpus else "/CPU:0"
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Send file descriptor 2 to /dev/null: TensorFlow's C++ start-up lines are written there
+    before its logging is initialised, so TF_CPP_MIN_LOG_LEVEL cannot stop them. Python
+    exceptions are unaffected (they propagate; they are not printed inside the block)."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real file descriptor 2 (some embedded interpreters)
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def describe_device(device: str) -> str:

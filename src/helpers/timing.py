@@ -52,16 +52,18 @@ def ratio_table(rows: Sequence[tuple[str, float]], *, baseline: str, unit: str =
     """Format ``(name, seconds)`` rows as a table with each row's ratio to the ``baseline`` row.
 
     >>> print(ratio_table([("old", 0.002), ("new", 0.001)], baseline="old"))
-    method                        ms   vs old
-    old                        2.000    1.00x
-    new                        1.000    0.50x
+    method                          ms    ratio
+    old                          2.000    1.00x
+    new                          1.000    0.50x
+    (ratio = time / time of 'old'; below 1 is faster)
     """
     names = [name for name, _ in rows]
     if baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not one of the rows {names}")
     base = dict(rows)[baseline]
     width = max(24, *(len(n) for n in names))
-    lines = [f"{'method':<{width}} {unit:>7} {'vs ' + baseline:>8}"]
+    lines = [f"{'method':<{width}} {unit:>9} {'ratio':>8}"]
     for name, seconds in rows:
-        lines.append(f"{name:<{width}} {seconds * scale:>7.3f} {seconds / base:>7.2f}x")
+        lines.append(f"{name:<{width}} {seconds * scale:>9.3f} {seconds / base:>7.2f}x")
+    lines.append(f"(ratio = time / time of {baseline!r}; below 1 is faster)")
     return "\n".join(lines)
