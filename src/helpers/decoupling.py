@@ -181,6 +181,8 @@ class LossAndGradient:
 
     def __call__(self, x, y) -> tuple[tf.Tensor, list[tf.Tensor]]:
         if self._fn is None:
+            if not self.model.built:
+                self.model(x)  # create the weights eagerly: creating them inside a trace forces a retrace
             signature = (_relaxed_spec(x), _relaxed_spec(y))
             self._fn = tf.function(self._loss_and_gradients, input_signature=signature)
         return self._fn(x, y)
