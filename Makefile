@@ -21,7 +21,7 @@ lab: $(STAMP)
 test: unit replay
 
 unit: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --doctest-modules src/helpers tests
 
 replay: $(STAMP)
 	$(PY) -m pytest -q -p tests.conftest $(NBVAL) $(NB)
