@@ -398,3 +398,29 @@ def test_checker_catches_other_typical_mistakes():
 
     assert "moved about 100%" in _hint(hard_copy_only)
     assert "should move 25%" in _hint(first_layer_only)
+
+
+# ----------------------------------------------------------------- cost measurement (values, not speed)
+
+
+def test_every_copy_method_really_copies_and_the_costs_are_reported(tmp_path):
+    keras.utils.set_random_seed(12)
+    model = sequential()
+    past = S.snapshot(model)
+    step = S.make_train_step(model, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))
+    for name, copy in S.copy_methods(model, past, str(tmp_path)).items():
+        step(X, Y)
+        result = copy()
+        copied = result if isinstance(result, keras.Model) else past
+        assert copied is not model
+        a, b = values(copied), values(model)
+        differing = {k for k in a if not np.array_equal(a[k], b[k])}
+        if name.startswith(("set_weights", "checkpoint")):  # weights only: Dropout's seed state stays behind
+            assert differing <= {"layers[2]:Dropout/seed_generators[0]"}, name
+        else:
+            assert not differing, name
+    costs = S.measure_copy_costs(step, (X, Y), {"sync": lambda: S.sync(model, past)}, rounds=2)
+    assert set(costs) == {"train step", "sync"} and costs["train step"] > 0
+    for bad in ({"rounds": 0}, {"warmup": -1}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            S.measure_copy_costs(step, (X, Y), {"sync": lambda: None}, **bad)

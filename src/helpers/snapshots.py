@@ -22,12 +22,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from numbers import Real
-from typing import Any
+from typing import Any, Callable
 
 import tensorflow as tf
 import keras
 
-__all__ = ["snapshot", "sync", "state_paths", "parameter_distance", "StateEntry"]
+__all__ = [
+    "snapshot", "sync", "state_paths", "parameter_distance", "StateEntry",
+    "make_train_step", "copy_methods", "measure_copy_costs",
+]
 
 
 # --------------------------------------------------------------------------- structure
@@ -274,3 +277,107 @@ def parameter_distance(a: keras.Model, b: keras.Model) -> float:
         if s.trainable
     ]
     return float(tf.sqrt(tf.add_n(squares))) if squares else 0.0
+
+
+# --------------------------------------------------------------------------- cost of a copy per step
+
+
+def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.optimizers.Optimizer) -> Callable:
+    """A compiled training step ``(x, y) -> loss`` (one gradient step of ``model`` on the batch).
+
+    >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> step = make_train_step(net, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))
+    >>> float(step(tf.ones((4, 3)), tf.zeros((4, 1)))) >= 0
+    True
+    """
+    _check_model(model, "model")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step
+
+
+def copy_methods(source: keras.Model, target: keras.Model, directory: str) -> dict[str, Callable[[], Any]]:
+    """Four ways to refresh a past copy of ``source``, as zero-argument callables, by name.
+
+    * ``"sync (on device)"``: :func:`sync` into ``target``;
+    * ``"set_weights(get_weights())"``: a round trip through NumPy on the host;
+    * ``"checkpoint write + read"``: ``tf.train.Checkpoint`` written to ``directory`` and read into ``target``;
+    * ``"clone_model + copy"``: a new model every time (:func:`snapshot`).
+    """
+    import os
+
+    prefix = os.path.join(directory, "past")
+    write, read = tf.train.Checkpoint(model=source), tf.train.Checkpoint(model=target)
+
+    def checkpoint_round_trip() -> None:
+        read.read(write.write(prefix)).assert_consumed()
+
+    return {
+        "sync (on device)": lambda: sync(source, target),
+        "set_weights(get_weights())": lambda: target.set_weights(source.get_weights()),
+        "checkpoint write + read": checkpoint_round_trip,
+        "clone_model + copy": lambda: snapshot(source),
+    }
+
+
+def measure_copy_costs(
+    step: Callable,
+    batch: tuple,
+    methods: dict[str, Callable[[], Any]],
+    *,
+    rounds: int = 5,
+    warmup: int = 1,
+) -> dict[str, float]:
+    """Median seconds per training step of ``step(*batch)`` alone (key ``"train step"``) and the
+    extra seconds each copy method adds when it runs right before that step.
+
+    Each copy is timed **together with the step that follows it**: an on-device assign may share the
+    source's buffer and pay for the copy only when the step writes the source. In every round the
+    step alone and each copy + step run back to back, and the cost of a copy is the median over
+    rounds of the paired difference, so slow drifts of a shared machine cancel.
+
+    >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> step = make_train_step(net, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))
+    >>> past = snapshot(net)
+    >>> costs = measure_copy_costs(step, (tf.ones((4, 3)), tf.zeros((4, 1))), {"sync": lambda: sync(net, past)})
+    >>> sorted(costs)
+    ['sync', 'train step']
+    """
+    import statistics
+    import time
+
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    if not methods:
+        raise ValueError("methods must name at least one copy method")
+
+    def timed(copy: Callable[[], Any] | None) -> float:
+        start = time.perf_counter()
+        if copy is not None:
+            copy()
+        float(step(*batch))  # wait for the step's result (and any copy it had to make first)
+        return time.perf_counter() - start
+
+    for _ in range(warmup):
+        timed(None)
+        for copy in methods.values():
+            timed(copy)
+    alone: list[float] = []
+    extra: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(rounds):
+        for name, copy in methods.items():
+            base = timed(None)
+            alone.append(base)
+            extra[name].append(timed(copy) - base)
+    return {"train step": statistics.median(alone), **{n: statistics.median(v) for n, v in extra.items()}}
