@@ -201,6 +201,16 @@ def num_examples(x: Any) -> tf.Tensor:
     return tf.shape(first, out_type=tf.int64)[0]
 
 
+def _count_examples(x: Any) -> int:
+    """Python int of :func:`num_examples`, from the static shape when it is known (no device sync)."""
+    first = tf.nest.flatten(x)[0]
+    if not isinstance(first, tf.RaggedTensor):
+        shape = getattr(first, "shape", None)
+        if shape is not None and len(shape) > 0 and shape[0] is not None:
+            return int(shape[0])
+    return int(num_examples(x))
+
+
 def micro_batches(batch: tuple[Any, Any], sizes: Sequence[int]) -> list[tuple[Any, Any]]:
     """Split one ``(x, y)`` batch into consecutive micro-batches of the given ``sizes``.
 
@@ -326,7 +336,7 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn,
     seen = 0
     for i, batch in enumerate(micro_batches):
         x, y = _as_pair(batch, f"micro_batches[{i}]")
-        if int(num_examples(x)) == 0:
+        if _count_examples(x) == 0:
             raise ValueError(f"micro_batches[{i}] has zero examples: drop empty micro-batches")
         step(x, y)
         seen += 1
@@ -396,33 +406,34 @@ def train_accumulated(
         pass
     bar = Progress(total, verbose=verbose, label="update")
 
-    def apply(window_loss, window_n, partial):
+    def apply(window, partial):
         apply_fn()
-        history["loss"].append(float(window_loss) / window_n)
+        # Read the losses only now: no host synchronisation between micro-batches.
+        window_n = sum(n for _, n in window)
+        history["loss"].append(sum(float(loss) * n for loss, n in window) / window_n)
         history["examples"].append(window_n)
         history["updates"] += 1
         history["partial_updates"] += int(partial)
         bar.update(history["updates"], loss=history["loss"][-1])
 
     for _ in range(epochs):
-        in_window, window_loss, window_n, seen = 0, 0.0, 0, 0
+        window: list[tuple[tf.Tensor, int]] = []  # (mean loss, examples) per micro-batch
+        seen = 0
         for i, batch in enumerate(dataset):
             x, y = _as_pair(batch, f"dataset element {i}")
-            n = int(num_examples(x))
+            n = _count_examples(x)
             if n == 0:
                 raise ValueError(f"dataset element {i} has zero examples: drop empty micro-batches")
             loss, _ = step(x, y)
-            window_loss += float(loss) * n
-            window_n += n
-            in_window += 1
+            window.append((loss, n))
             seen += 1
-            if in_window == accumulation_steps:
-                apply(window_loss, window_n, partial=False)
-                in_window, window_loss, window_n = 0, 0.0, 0
+            if len(window) == accumulation_steps:
+                apply(window, partial=False)
+                window = []
         if seen == 0:
             raise ValueError("dataset is empty: it yielded no micro-batch")
-        if in_window:
-            apply(window_loss, window_n, partial=True)
+        if window:
+            apply(window, partial=True)
     return history
 
 
