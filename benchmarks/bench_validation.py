@@ -62,7 +62,7 @@ def main() -> int:
     base = dict(rows)[BASELINE]
     extra = base - dict(rows)["TF1: re-init iterator"]
     print(f"the workaround's own cost per pass (baseline - TF1 re-init, same graph and data): {extra * 1e3:.1f} ms; "
-          "the rest is generating the data, which every row pays")
+          "the rest (generating the data, computing the loss) every row pays")
     for name, seconds in rows:
         if name != BASELINE:
             speedup = base / seconds

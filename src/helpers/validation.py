@@ -503,8 +503,10 @@ class TF1Validation:
     Both return ``{"loss": mean squared error over examples, "examples": n}``. Call :meth:`close`
     (or use ``with``) to close the long-lived session.
 
+    >>> import tempfile
     >>> model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
-    >>> with TF1Validation(model.get_weights(), chunks=3, batch_size=4, seed=1, snapshot_dir="/tmp/s") as tf1:
+    >>> with tempfile.TemporaryDirectory() as folder, TF1Validation(
+    ...         model.get_weights(), chunks=3, batch_size=4, seed=1, snapshot_dir=folder) as tf1:
     ...     tf1.pass_new_session()["examples"] == tf1.pass_same_session()["examples"]
     True
     """
