@@ -4,6 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 NB     ?= notebooks/[0-9]*.ipynb
+# JupyterLab refuses to start as root (containers, some cloud machines) unless told to.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 NBVAL  := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 .PHONY: lab test unit replay run student bench sync
@@ -15,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 ## make lab: open the workbook in JupyterLab
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
 ## make test: unit tests, then replay every notebook with nbval
 test: unit replay
