@@ -52,10 +52,10 @@ def main(rounds: int = 15) -> int:
 
     print(f"== snapshots: refresh a past copy every training step "
           f"({current.count_params():,} parameters, batch 32, {runtime.describe_device(device)})")
-    print(f"training step alone: {costs.pop('train step') * 1e3:.3f} ms (median of {rounds} rounds)")
+    print(f"training step alone: {costs.pop('train step') * 1e3:.3f} ms (fastest of {rounds * len(costs)} runs)")
     print("extra time per step that each copy adds (copy + step, minus step alone):")
     print(timing.ratio_table(list(costs.items()), baseline="sync (on device)"))
-    floor = 1e-5  # a paired difference below 10 us is within timer noise: count it as 10 us
+    floor = 1e-5  # a difference below 10 us is within timer noise: count it as 10 us
     sync_cost = max(costs["sync (on device)"], floor)
     for name, factor in TARGETS:
         ratio = costs[name] / sync_cost
