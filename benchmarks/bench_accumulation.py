@@ -112,7 +112,7 @@ def main() -> int:
         ("time per sample <= 1.00x Keras built-in", seconds[ours] / seconds[builtin], 1.0),
     ]
     for label, ratio, bound in targets:
-        print(f"target {label}: {ratio:.2f}x -> {'met' if ratio <= bound else 'NOT met'} in this run")
+        print(f"target {label}: {ratio:.3f}x -> {'met' if ratio <= bound else 'NOT met'} in this run")
     return 0
 
 
