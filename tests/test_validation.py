@@ -263,11 +263,12 @@ def test_history_plots(tmp_path):
 # --------------------------------------------------------------------------- TF1 baseline
 
 
-def test_tf1_passes_agree_with_evaluate_and_restart_each_time(tmp_path):
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_tf1_passes_agree_with_evaluate_and_restart_each_time(tmp_path, in_memory):
     model, ds = make_model(), val_ds(with_ids=False)
     ours = V.evaluate(model, ds, MSE)
     with V.TF1Validation(model.get_weights(), chunks=VAL_CHUNKS, batch_size=BATCH, seed=VAL_SEED,
-                         snapshot_dir=str(tmp_path)) as tf1:
+                         snapshot_dir=str(tmp_path), in_memory=in_memory) as tf1:
         results = [tf1.pass_new_session(), tf1.pass_new_session(), tf1.pass_same_session(), tf1.pass_same_session()]
     for result in results:
         assert result["examples"] == ours["examples"]

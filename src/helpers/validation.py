@@ -500,6 +500,10 @@ class TF1Validation:
       long-lived session is re-initialised for each pass (feed its handle to share the model's
       input with a training iterator).
 
+    With ``in_memory=True`` the examples are generated once, up front, and both pipelines read them
+    from memory (``slice_input_producer`` / ``from_tensor_slices``): this isolates the cost of the
+    pipelines from the cost of the generator.
+
     Both return ``{"loss": mean squared error over examples, "examples": n}``. Call :meth:`close`
     (or use ``with``) to close the long-lived session.
 
@@ -512,7 +516,7 @@ class TF1Validation:
     """
 
     def __init__(self, weights: Sequence[np.ndarray], *, chunks: int, batch_size: int, seed: int,
-                 snapshot_dir: str, timeout_ms: int = 10_000):
+                 snapshot_dir: str, in_memory: bool = False, timeout_ms: int = 10_000):
         if len(weights) < 2 or len(weights) % 2:
             raise ValueError(f"weights must be kernel/bias pairs of Dense layers, got {len(weights)} arrays")
         if chunks < 1:
@@ -522,6 +526,8 @@ class TF1Validation:
         v1 = tf.compat.v1
         features = int(np.shape(weights[0])[0])
         self._options = v1.RunOptions(timeout_in_ms=timeout_ms)
+        if in_memory:
+            x_all, y_all, _ = collect(generated_dataset(chunks, batch_size, seed=seed, features=features))
         self.graph = tf.Graph()
         with self.graph.as_default():
             variables = [v1.Variable(np.asarray(w, np.float32), name=f"layer{i // 2}_{'kb'[i % 2]}")
@@ -535,18 +541,24 @@ class TF1Validation:
                         h = tf.nn.relu(h)
                 return tf.reduce_sum(tf.square(h - y)), tf.shape(x)[0]
 
-            # The source's pipeline: raw chunks -> generator (a py_func) -> tf.train.batch queue.
-            chunk = v1.train.range_input_producer(chunks, num_epochs=1, shuffle=False).dequeue()
-            x, y = v1.py_func(lambda c: chunk_examples(int(c), seed=seed, features=features),
-                              [chunk], [tf.float32, tf.float32], stateful=False)
-            x.set_shape([None, features])
-            y.set_shape([None, 1])
-            qx, qy = v1.train.batch([x, y], batch_size, enqueue_many=True, num_threads=1,
-                                    allow_smaller_final_batch=True)
+            if in_memory:
+                # The examples generated once, up front (to measure the pipelines without the generator).
+                x, y = v1.train.slice_input_producer([x_all, y_all], num_epochs=1, shuffle=False)
+                qx, qy = v1.train.batch([x, y], batch_size, num_threads=1, allow_smaller_final_batch=True)
+                dataset = tf.data.Dataset.from_tensor_slices((x_all, y_all)).batch(batch_size)
+            else:
+                # The source's pipeline: raw chunks -> generator (a py_func) -> tf.train.batch queue.
+                chunk = v1.train.range_input_producer(chunks, num_epochs=1, shuffle=False).dequeue()
+                x, y = v1.py_func(lambda c: chunk_examples(int(c), seed=seed, features=features),
+                                  [chunk], [tf.float32, tf.float32], stateful=False)
+                x.set_shape([None, features])
+                y.set_shape([None, 1])
+                qx, qy = v1.train.batch([x, y], batch_size, enqueue_many=True, num_threads=1,
+                                        allow_smaller_final_batch=True)
+                dataset = generated_dataset(chunks, batch_size, seed=seed, features=features, with_ids=False)
             self._queue_sums = sums(qx, qy)
 
             # The TF1 fix: a tf.data iterator over the same examples, re-initialised in place.
-            dataset = generated_dataset(chunks, batch_size, seed=seed, features=features, with_ids=False)
             self._iterator = v1.data.make_initializable_iterator(dataset)
             self._iterator_sums = sums(*self._iterator.get_next())
 
