@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 import keras
 
+from helpers.arguments import require_int
+
 NUM_FEATURES = 8
 MORSE_DEPTH, MORSE_WIDTH, MORSE_DISTANCE = 1.0, 1.5, 1.2  # well depth, stiffness, bond length
 _MIN_DISTANCE, _DENSITY = 0.8, 0.3  # closest approach and atoms per unit volume of a cluster
@@ -90,11 +92,8 @@ def molecule_dataset(
     """
     for name, value, low in (("num_molecules", num_molecules, 1), ("batch_size", batch_size, 1),
                              ("min_atoms", min_atoms, 2), ("num_features", num_features, 1)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < low:
-            raise ValueError(f"{name} must be >= {low}, got {value}")
-    if max_atoms < min_atoms:
+        require_int(name, value, minimum=low)
+    if require_int("max_atoms", max_atoms) < min_atoms:
         raise ValueError(f"max_atoms ({max_atoms}) must be >= min_atoms ({min_atoms})")
     rng = np.random.default_rng(seed)
     features, energies = [], []
@@ -308,10 +307,7 @@ def minimize_on_batch(
     """
     from scipy.optimize import minimize
 
-    if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
-        raise TypeError(f"max_iterations must be an int, got {type(max_iterations).__name__}")
-    if max_iterations < 1:
-        raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+    require_int("max_iterations", max_iterations, minimum=1)
     objective = objective or BatchObjective(model, loss_fn, batch)
     iterates: list[int] = []
     result = minimize(objective, objective.initial_params(), jac=True, method=method,

@@ -28,10 +28,9 @@ def setup(seed: int = 0) -> str:
     Returns ``"/GPU:0"`` when a GPU is visible, otherwise ``"/CPU:0"``. Helpers place their work
     with TensorFlow's default placement, which picks that same device.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+    from helpers.arguments import require_int
+
+    require_int("seed", seed, minimum=0)
 
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
