@@ -112,6 +112,17 @@ class GradientAccumulator:
 
         ``weight`` must be positive: normally the micro-batch's number of examples.
         """
+        filled = self._filled(gradients)
+        if isinstance(weight, bool):
+            raise TypeError("weight must be a number (the micro-batch size), got bool")
+        if not tf.is_tensor(weight) or tf.executing_eagerly():
+            value = float(weight)
+            if not value > 0:
+                raise ValueError(f"weight must be > 0 (the micro-batch's number of examples), got {value:g}")
+        self._add_fn(filled, tf.cast(weight, tf.float32))
+
+    def _filled(self, gradients) -> list[tf.Tensor]:
+        """Check ``gradients`` against the variables; ``None`` becomes zeros, dtypes follow the variables."""
         if isinstance(gradients, (tf.Tensor, tf.Variable)) or not isinstance(gradients, Sequence):
             raise TypeError(f"gradients must be a list with one gradient per variable, "
                             f"got {type(gradients).__name__}")
@@ -130,13 +141,7 @@ class GradientAccumulator:
                 raise ValueError(f"gradients[{i}] has shape {g.shape} but variable {_name(v)} has "
                                  f"shape {v.shape}: the gradients do not match the variables")
             filled.append(tf.cast(g, _dtype(v)))
-        if isinstance(weight, bool):
-            raise TypeError("weight must be a number (the micro-batch size), got bool")
-        if not tf.is_tensor(weight) or tf.executing_eagerly():
-            value = float(weight)
-            if not value > 0:
-                raise ValueError(f"weight must be > 0 (the micro-batch's number of examples), got {value:g}")
-        self._add_fn(filled, tf.cast(weight, tf.float32))
+        return filled
 
     def result(self) -> list[tf.Tensor]:
         """The weighted mean of the gradients added since the last reset (zeros if none)."""
@@ -147,6 +152,18 @@ class GradientAccumulator:
     def reset(self) -> None:
         """Set the sums, the total weight and the count back to zero."""
         self._reset_fn()
+
+    def _result_with(self, gradients, weight):
+        """``result()`` as it would be after ``add(gradients, weight)``, without writing the sums.
+
+        For a compiled body only (``gradients`` already filled and cast, as ``_add`` receives them).
+        Same arithmetic, in the same order, as ``_add`` followed by ``result()``, so the numbers are
+        identical; it just skips storing the last gradient and reading it back.
+        """
+        total = self._read(self._total) + weight
+        safe = tf.where(total > 0, total, tf.ones_like(total))
+        return [(self._read(s) + g * tf.cast(weight, s.dtype)) / tf.cast(safe, s.dtype)
+                for s, g in zip(self._sums, gradients)]
 
     def tracing_count(self) -> int:
         """How many times ``add`` was traced (1 after any number of calls)."""
@@ -266,19 +283,57 @@ class _MicroStep:
         self.loss_fn, self.accumulator = loss_fn, accumulator
         self.variables = list(variables)
         self._fn = None
+        self._signature = None
+        # False once anything may have been added since the last reset/apply; then the next
+        # window starts with a reset. True lets a window start without that extra compiled call.
+        self.clean = False
 
     def __call__(self, x, y):
         if self._fn is None:
-            signature = [tf.nest.map_structure(_relaxed, x), tf.nest.map_structure(_relaxed, y)]
-            self._fn = tf.function(self._step, input_signature=signature)
+            self._signature = [tf.nest.map_structure(_relaxed, x), tf.nest.map_structure(_relaxed, y)]
+            self._fn = tf.function(self._step, input_signature=self._signature)
+        self.clean = False
         return self._fn(x, y)
 
-    def _step(self, x, y):
+    def reset(self) -> None:
+        """Reset the accumulator (skipped when nothing was added since the last reset or update)."""
+        if not self.clean:
+            self.accumulator.reset()
+            self.clean = True
+
+    def _gradients(self, x, y):
         with tf.GradientTape() as tape:
             loss = self.loss_fn(y, self._model()(x, training=True))
-        gradients = tape.gradient(loss, self.variables)
-        n = num_examples(x)
+        return loss, tape.gradient(loss, self.variables), num_examples(x)
+
+    def _step(self, x, y):
+        loss, gradients, n = self._gradients(x, y)
         self.accumulator.add(gradients, tf.cast(n, tf.float32))
+        return loss, n
+
+    def step_and_apply(self, optimizer, x, y):
+        """The last micro-step of a window fused with the update, in one compiled call.
+
+        Same numbers as ``self(x, y)`` followed by ``_apply_fn(optimizer, ...)()``: the weighted mean
+        includes this micro-batch's gradient, the optimizer applies it, the accumulator is reset.
+        It saves one compiled call per update and the write and re-read of the last gradient.
+        """
+        if self._fn is None:  # the first micro-batch fixes the signature (batch dimension open)
+            self._signature = [tf.nest.map_structure(_relaxed, x), tf.nest.map_structure(_relaxed, y)]
+            self._fn = tf.function(self._step, input_signature=self._signature)
+        fn = _fused_fn(optimizer, self)
+        self.clean = False
+        result = fn(x, y)
+        self.clean = True
+        return result
+
+    def _step_and_apply_body(self, optimizer, x, y):
+        loss, gradients, n = self._gradients(x, y)
+        weight = tf.cast(n, tf.float32)
+        tf.debugging.assert_positive(weight, message="weight must be > 0 (the micro-batch's number of examples)")
+        mean = self.accumulator._result_with(self.accumulator._filled(gradients), weight)
+        optimizer.apply_gradients(zip(mean, self.variables))
+        self.accumulator._reset()
         return loss, n
 
     def tracing_count(self) -> int:
@@ -332,7 +387,7 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn,
     if isinstance(micro_batches, tuple) and len(micro_batches) == 2 and tf.is_tensor(micro_batches[0]):
         raise TypeError("micro_batches must be a list of (x, y) pairs, got a single (x, y) pair")
     step = _micro_step(model, loss_fn)
-    step.accumulator.reset()
+    step.reset()
     seen = 0
     for i, batch in enumerate(micro_batches):
         x, y = _as_pair(batch, f"micro_batches[{i}]")
@@ -344,6 +399,7 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn,
         raise ValueError("micro_batches is empty: pass at least one (x, y) micro-batch")
     grads = step.accumulator.result()
     step.accumulator.reset()
+    step.clean = True
     return grads
 
 
@@ -396,7 +452,7 @@ def train_accumulated(
     accumulator = step.accumulator
     variables = step.variables
     apply_fn = _apply_fn(optimizer, accumulator, variables)
-    accumulator.reset()  # nothing from an earlier call carries over
+    step.reset()  # nothing from an earlier call carries over (a no-op when the last window was applied)
 
     history: dict[str, Any] = {"loss": [], "examples": [], "updates": 0, "partial_updates": 0}
     total = None
@@ -406,8 +462,10 @@ def train_accumulated(
         pass
     bar = Progress(total, verbose=verbose, label="update")
 
-    def apply(window, partial):
-        apply_fn()
+    def apply(window, partial, applied=False):
+        if not applied:
+            apply_fn()
+            step.clean = True
         # Read the losses only now: no host synchronisation between micro-batches.
         window_n = sum(n for _, n in window)
         history["loss"].append(sum(float(loss) * n for loss, n in window) / window_n)
@@ -424,12 +482,16 @@ def train_accumulated(
             n = _count_examples(x)
             if n == 0:
                 raise ValueError(f"dataset element {i} has zero examples: drop empty micro-batches")
-            loss, _ = step(x, y)
-            window.append((loss, n))
             seen += 1
-            if len(window) == accumulation_steps:
-                apply(window, partial=False)
+            if len(window) + 1 == accumulation_steps:
+                # Last micro-batch of a full window: its step and the update are one compiled call.
+                loss, _ = step.step_and_apply(optimizer, x, y)
+                window.append((loss, n))
+                apply(window, partial=False, applied=True)
                 window = []
+            else:
+                loss, _ = step(x, y)
+                window.append((loss, n))
         if seen == 0:
             raise ValueError("dataset is empty: it yielded no micro-batch")
         if window:
@@ -453,6 +515,20 @@ def _apply_fn(optimizer, accumulator: GradientAccumulator, variables) -> Callabl
 
 
 _APPLY: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+
+
+def _fused_fn(optimizer, step: _MicroStep) -> Callable[[Any, Any], Any]:
+    """Compiled "last micro-step + apply + reset" for ``step``, cached per optimizer."""
+    _apply_fn(optimizer, step.accumulator, step.variables)  # builds the optimizer eagerly if needed
+    cache = _FUSED.setdefault(optimizer, {})
+    fn = cache.get(id(step))
+    if fn is None:
+        fn = tf.function(lambda x, y: step._step_and_apply_body(optimizer, x, y), input_signature=step._signature)
+        cache[id(step)] = fn
+    return fn
+
+
+_FUSED: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 
 
 # --------------------------------------------------------------------------- cost
