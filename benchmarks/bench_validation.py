@@ -7,7 +7,8 @@ to TensorFlow, not a multiple of the batch size) for every row. Rows:
 * ``TF1: new session + restore``: the source's workaround (baseline): a new session, restore the
   snapshot, start the validation queue runners, read to OutOfRangeError, stop, close.
 * ``TF1: re-init iterator``: the TF1 fix, re-initialise a tf.data iterator in the one session.
-* ``TF2: evaluate (re-iterate)``: ``helpers.validation.evaluate``, a fresh ``for`` over the dataset.
+* ``TF2: evaluate (re-iterate)``: ``helpers.validation.evaluate``: a fresh iterator over the
+  dataset, the whole pass in one compiled call.
 
 Target (issue 5): a pass by re-iteration at least 10x faster than the baseline. Prints whether each
 re-iteration row met it in this run; exits 0 either way (a benchmark informs, it does not gate).
