@@ -47,7 +47,7 @@ class DenseAtoms:
 
 def main() -> None:
     batches = list(decoupling.molecule_dataset(120, batch_size=8, seed=1))
-    loss_fn = keras.losses.MeanSquaredError()
+    loss_fn = keras.losses.MeanSquaredError(dtype="float64")
     template = decoupling.PerAtomEnergy(hidden=16)
     template(batches[0][0])
     traces: dict[str, int] = {}

@@ -15,6 +15,7 @@ import textwrap
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # CPU memory statistics (see helpers.runtime)
 
 
 def pytest_collectstart(collector):

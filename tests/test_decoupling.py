@@ -9,7 +9,7 @@ from helpers import decoupling as d
 from helpers.exercises import CheckFailed
 from helpers.exercises.decoupling import check_fit_batches
 
-LOSS = keras.losses.MeanSquaredError()
+LOSS = keras.losses.MeanSquaredError(dtype="float64")
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +57,32 @@ def test_targets_are_the_morse_energy_of_the_generated_clusters():
     ({"batch_size": 0}, ValueError, "batch_size"),
     ({"batch_size": 2.0}, TypeError, "batch_size"),
     ({"min_atoms": 5, "max_atoms": 4}, ValueError, "max_atoms"),
+    ({"dtype": "int32"}, TypeError, "dtype"),
+    ({"dtype": "banana"}, TypeError, "dtype"),
 ])
 def test_dataset_bad_arguments(kwargs, error, name):
     with pytest.raises(error, match=name):
         d.molecule_dataset(**kwargs)
+
+
+def test_data_and_model_compute_in_float64_by_default_and_float32_on_request(dataset):
+    x, y = next(iter(dataset))
+    assert x.dtype == y.dtype == tf.float64
+    model = _model((x, y))
+    assert model(x).dtype == tf.float64 and {v.dtype for v in model.weights} == {"float64"}
+    x32, _ = next(iter(d.molecule_dataset(7, batch_size=7, min_atoms=3, max_atoms=9, seed=3, dtype="float32")))
+    small = d.PerAtomEnergy(hidden=6, dtype="float32")
+    assert x32.dtype == tf.float32 and small(x32).dtype == tf.float32
+    assert d.PerAtomEnergy.from_config(model.get_config())(x).dtype == tf.float64
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"dtype": "int32"}, TypeError, "dtype"),
+    ({"hidden": 0}, ValueError, "hidden"),
+])
+def test_model_bad_arguments(kwargs, error, name):
+    with pytest.raises(error, match=name):
+        d.PerAtomEnergy(**kwargs)
 
 
 def test_per_atom_model_sums_atoms_and_ignores_their_order(dataset):
@@ -117,9 +139,9 @@ def test_objective_gradient_matches_a_finite_difference(dataset):
     _, grad = objective(theta)
     direction = np.random.default_rng(0).normal(size=theta.shape)
     direction /= np.linalg.norm(direction)
-    h = 1e-2
+    h = 1e-5  # float64: a small step and a tight tolerance
     numeric = (objective(theta + h * direction)[0] - objective(theta - h * direction)[0]) / (2 * h)
-    assert numeric == pytest.approx(float(grad @ direction), rel=2e-2)
+    assert numeric == pytest.approx(float(grad @ direction), rel=1e-6)
 
 
 def test_objective_shares_one_trace_across_batches_of_different_sizes(dataset):

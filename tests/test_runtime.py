@@ -52,3 +52,34 @@ def test_describe_device_mentions_version_and_device():
 
     text = runtime.describe_device("/CPU:0")
     assert tf.__version__ in text and "/CPU:0" in text
+
+
+def test_importing_helpers_first_makes_cpu_memory_statistics_available(fresh_python):
+    out = fresh_python(
+        """
+        import os
+        os.environ.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
+        import helpers.accumulation as acc
+        import tensorflow as tf
+        print(acc.peak_memory_bytes(lambda: tf.ones([256, 256]) @ tf.ones([256, 256]), "CPU:0") > 0)
+        """
+    )
+    assert out.strip() == "True"
+
+
+def test_peak_memory_without_statistics_says_how_to_enable_them(fresh_python):
+    out = fresh_python(
+        """
+        import os
+        os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "false"
+        import helpers.accumulation as acc
+        import tensorflow as tf
+        try:
+            acc.peak_memory_bytes(lambda: tf.ones([4]), "CPU:0")
+        except RuntimeError as error:
+            print("TF_CPU_ALLOCATOR_USE_BFC" in str(error))
+        else:
+            print("statistics available")
+        """
+    )
+    assert out.strip() in ("True", "statistics available")

@@ -6,4 +6,6 @@ plus ``runtime`` (setup), ``timing`` (cost measurements), ``progress``, ``plots`
 modules that need it, so ``helpers.runtime.setup()`` can quiet TensorFlow's logs before it loads.
 """
 
+from helpers import runtime as _runtime  # noqa: F401  (sets TensorFlow's environment before it loads)
+
 __version__ = "0.1.0"

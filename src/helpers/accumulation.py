@@ -537,7 +537,8 @@ _FUSED: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 def peak_memory_bytes(fn: Callable[[], Any], device: str | None = None) -> int:
     """Peak bytes allocated on ``device`` while ``fn()`` runs (after one warm-up call).
 
-    Uses ``tf.config.experimental.get_memory_info``, which also works on the CPU. The peak
+    Uses ``tf.config.experimental.get_memory_info``, which works on the CPU once ``helpers`` has set
+    ``TF_CPU_ALLOCATOR_USE_BFC`` (see :mod:`helpers.runtime`). The peak
     includes what was already allocated when ``fn`` started (weights, optimizer state).
 
     >>> peak_memory_bytes(lambda: tf.ones([256, 256]) @ tf.ones([256, 256])) > 0
@@ -548,7 +549,14 @@ def peak_memory_bytes(fn: Callable[[], Any], device: str | None = None) -> int:
     if device is None:
         device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
     _materialise(fn())
-    tf.config.experimental.reset_memory_stats(device)
+    try:
+        tf.config.experimental.reset_memory_stats(device)
+    except ValueError as error:
+        raise RuntimeError(
+            f"TensorFlow keeps no memory statistics for {device}. On the CPU they need the "
+            "environment variable TF_CPU_ALLOCATOR_USE_BFC=true before TensorFlow runs its first op "
+            "(importing helpers before tensorflow sets it); restart the kernel and import helpers first."
+        ) from error
     _materialise(fn())
     return int(tf.config.experimental.get_memory_info(device)["peak"])
 

@@ -26,6 +26,12 @@ import keras
 from helpers.arguments import require_int
 
 NUM_FEATURES = 8
+# Data and model compute in float64 by default. SciPy's L-BFGS works in double precision, and late in
+# an optimisation its line search compares losses that differ below float32's resolution: in float32,
+# the last-bit differences between CPUs (SIMD widths, oneDNN kernels) or a GPU change the path L-BFGS
+# takes (its evaluation count, its final loss); in float64 they do not show in 3-4 printed digits.
+# A Keras loss computes in float32 unless it is given `dtype="float64"` too.
+DTYPE = "float64"
 MORSE_DEPTH, MORSE_WIDTH, MORSE_DISTANCE = 1.0, 1.5, 1.2  # well depth, stiffness, bond length
 _MIN_DISTANCE, _DENSITY = 0.8, 0.3  # closest approach and atoms per unit volume of a cluster
 
@@ -52,7 +58,7 @@ def atom_descriptors(positions: np.ndarray, num_features: int = NUM_FEATURES) ->
     r = _pair_distances(positions)
     np.fill_diagonal(r, np.inf)
     centres = np.linspace(0.8, 3.5, num_features)
-    return np.exp(-4.0 * (r[:, :, None] - centres) ** 2).sum(axis=1).astype(np.float32)
+    return np.exp(-4.0 * (r[:, :, None] - centres) ** 2).sum(axis=1)
 
 
 def _pair_distances(positions: np.ndarray) -> np.ndarray:
@@ -79,12 +85,14 @@ def molecule_dataset(
     max_atoms: int = 12,
     num_features: int = NUM_FEATURES,
     seed: int = 0,
+    dtype: str = DTYPE,
 ) -> tf.data.Dataset:
     """Batches ``(x, y)`` of generated molecules with different atom counts.
 
     ``x`` is a ``tf.RaggedTensor`` ``[molecules, (atoms), num_features]`` of per-atom descriptors,
     ``y`` the ``[molecules]`` Morse energies. The last batch is smaller when ``batch_size`` does not
-    divide ``num_molecules``. The same arguments always give the same data.
+    divide ``num_molecules``. The same arguments always give the same data. ``dtype`` is the float
+    type of ``x`` and ``y`` (float64 by default, see ``DTYPE``).
 
     >>> x, y = next(iter(molecule_dataset(10, batch_size=4, seed=1)))
     >>> x.shape.as_list(), y.shape.as_list()
@@ -95,15 +103,29 @@ def molecule_dataset(
         require_int(name, value, minimum=low)
     if require_int("max_atoms", max_atoms) < min_atoms:
         raise ValueError(f"max_atoms ({max_atoms}) must be >= min_atoms ({min_atoms})")
+    dtype = _float_dtype(dtype)
     rng = np.random.default_rng(seed)
     features, energies = [], []
     for _ in range(num_molecules):
         cluster = random_cluster(int(rng.integers(min_atoms, max_atoms + 1)), rng)
         features.append(atom_descriptors(cluster, num_features))
         energies.append(morse_energy(cluster))
-    x = tf.ragged.constant(features, ragged_rank=1, dtype=tf.float32)
-    y = tf.constant(energies, dtype=tf.float32)
+    x = tf.ragged.constant(features, ragged_rank=1, dtype=dtype)
+    y = tf.constant(energies, dtype=dtype)
     return tf.data.Dataset.from_tensor_slices((x, y)).ragged_batch(batch_size)
+
+
+def _float_dtype(dtype: Any) -> tf.DType:
+    """``dtype`` (a name, a ``tf.DType``, a Keras dtype policy or its config) as a float ``tf.DType``."""
+    try:
+        name = keras.dtype_policies.get(dtype).compute_dtype if isinstance(dtype, dict) else dtype
+        name = getattr(name, "compute_dtype", name)
+        dtype = tf.as_dtype(name)
+    except (TypeError, ValueError):
+        raise TypeError(f"dtype must be a float type such as 'float64' or 'float32', got {dtype!r}") from None
+    if not dtype.is_floating:
+        raise TypeError(f"dtype must be a float type such as 'float64' or 'float32', got {dtype.name}")
+    return dtype
 
 
 # --------------------------------------------------------------------------- model
@@ -114,6 +136,7 @@ class PerAtomEnergy(keras.Model):
     """Energy of each molecule = sum over its atoms of a small network's per-atom energy.
 
     Takes a ``tf.RaggedTensor`` ``[molecules, (atoms), features]``; returns ``[molecules]``.
+    Weights and computation are in ``dtype`` (float64 by default, like :func:`molecule_dataset`).
 
     >>> model = PerAtomEnergy(hidden=4)
     >>> x, _ = next(iter(molecule_dataset(3, batch_size=3)))
@@ -121,14 +144,15 @@ class PerAtomEnergy(keras.Model):
     [3]
     """
 
-    def __init__(self, hidden: int = 16, **kwargs: Any):
-        super().__init__(**kwargs)
+    def __init__(self, hidden: int = 16, dtype: Any = DTYPE, **kwargs: Any):
+        require_int("hidden", hidden, minimum=1)
+        super().__init__(dtype=_float_dtype(dtype).name, **kwargs)
         self.hidden = hidden
-        self.atom_hidden = keras.layers.Dense(hidden, activation="tanh")
-        self.atom_energy = keras.layers.Dense(1)
+        self.atom_hidden = keras.layers.Dense(hidden, activation="tanh", dtype=self.dtype_policy)
+        self.atom_energy = keras.layers.Dense(1, dtype=self.dtype_policy)
 
     def call(self, atoms: tf.RaggedTensor) -> tf.Tensor:
-        per_atom = self.atom_energy(self.atom_hidden(atoms.flat_values))[:, 0]
+        per_atom = self.atom_energy(self.atom_hidden(tf.cast(atoms.flat_values, self.compute_dtype)))[:, 0]
         return tf.math.unsorted_segment_sum(per_atom, atoms.value_rowids(), atoms.nrows())
 
     def get_config(self) -> dict:
@@ -157,7 +181,7 @@ class LossAndGradient:
     The model runs with ``training=False``: the same parameters and batch give the same loss.
 
     >>> model = PerAtomEnergy(hidden=4)
-    >>> compute = LossAndGradient(model, keras.losses.MeanSquaredError())
+    >>> compute = LossAndGradient(model, keras.losses.MeanSquaredError(dtype="float64"))
     >>> for batch in molecule_dataset(12, batch_size=5):
     ...     loss, grads = compute(*batch)
     >>> compute.traces
@@ -223,7 +247,7 @@ class BatchObjective:
 
     >>> model = PerAtomEnergy(hidden=4)
     >>> batch = next(iter(molecule_dataset(8, batch_size=8)))
-    >>> objective = BatchObjective(model, keras.losses.MeanSquaredError(), batch)
+    >>> objective = BatchObjective(model, keras.losses.MeanSquaredError(dtype="float64"), batch)
     >>> loss, grad = objective(objective.initial_params())
     >>> grad.shape == (objective.size,), objective.evaluations
     (True, 1)
@@ -301,7 +325,7 @@ def minimize_on_batch(
 
     >>> model = PerAtomEnergy(hidden=4)
     >>> batch = next(iter(molecule_dataset(8, batch_size=8)))
-    >>> result = minimize_on_batch(model, keras.losses.MeanSquaredError(), batch, max_iterations=5)
+    >>> result = minimize_on_batch(model, keras.losses.MeanSquaredError(dtype="float64"), batch, max_iterations=5)
     >>> result.objective.evaluations >= result.nit
     True
     """

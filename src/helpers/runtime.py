@@ -10,8 +10,14 @@ import os
 import sys
 import warnings
 
-# Must be set before TensorFlow is imported to silence its C++ start-up logs.
+# Must be set before TensorFlow is imported (or runs its first op). `helpers/__init__.py` imports
+# this module, so importing any helper sets them.
+# - TF_CPP_MIN_LOG_LEVEL silences TensorFlow's C++ start-up logs.
+# - TF_CPU_ALLOCATOR_USE_BFC gives the CPU the same kind of allocator as a GPU, the one that keeps
+#   statistics: without it `tf.config.experimental.get_memory_info("CPU:0")` raises "Allocator stats
+#   not available" on some machines, and the Cost sections measure peak memory with it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 

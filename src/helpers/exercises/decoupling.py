@@ -18,7 +18,7 @@ def check_fit_batches(fit_batches: Callable) -> None:
     ``num_batches`` batches from ``iterator``, one at a time, run L-BFGS on each, and return
     the list of final losses (one float per batch)."""
     dataset = decoupling.molecule_dataset(40, batch_size=6, seed=11)
-    loss_fn = keras.losses.MeanSquaredError()
+    loss_fn = keras.losses.MeanSquaredError(dtype="float64")
     first = next(iter(dataset))
     theirs, ours = decoupling.PerAtomEnergy(hidden=8), decoupling.PerAtomEnergy(hidden=8)
     theirs(first[0]), ours(first[0])
