@@ -153,17 +153,14 @@ class GradientAccumulator:
         """Set the sums, the total weight and the count back to zero."""
         self._reset_fn()
 
-    def _result_with(self, gradients, weight):
-        """``result()`` as it would be after ``add(gradients, weight)``, without writing the sums.
-
-        For a compiled body only (``gradients`` already filled and cast, as ``_add`` receives them).
-        Same arithmetic, in the same order, as ``_add`` followed by ``result()``, so the numbers are
-        identical; it just skips storing the last gradient and reading it back.
+    def _result_with_scaled(self, scaled, weight):
+        """``result()`` as it would be after one more add of ``scaled`` (gradients already multiplied
+        by ``weight``), without writing the sums. For a compiled body only; it skips storing the last
+        gradient and reading it back.
         """
         total = self._read(self._total) + weight
         safe = tf.where(total > 0, total, tf.ones_like(total))
-        return [(self._read(s) + g * tf.cast(weight, s.dtype)) / tf.cast(safe, s.dtype)
-                for s, g in zip(self._sums, gradients)]
+        return [(self._read(s) + g) / tf.cast(safe, s.dtype) for s, g in zip(self._sums, scaled)]
 
     def tracing_count(self) -> int:
         """How many times ``add`` was traced (1 after any number of calls)."""
@@ -173,8 +170,12 @@ class GradientAccumulator:
 
     def _add(self, gradients, weight):
         tf.debugging.assert_positive(weight, message="weight must be > 0 (the micro-batch's number of examples)")
-        for s, g in zip(self._sums, gradients):
-            s.assign_add(g * tf.cast(weight, s.dtype))
+        self._add_scaled([g * tf.cast(weight, s.dtype) for s, g in zip(self._sums, gradients)], weight)
+
+    def _add_scaled(self, scaled, weight):
+        """Add gradients already multiplied by ``weight`` (compiled bodies whose caller checked ``weight``)."""
+        for s, g in zip(self._sums, scaled):
+            s.assign_add(g)
         self._total.assign_add(weight)
         self._count.assign_add(1)
 
@@ -301,14 +302,22 @@ class _MicroStep:
             self.accumulator.reset()
             self.clean = True
 
-    def _gradients(self, x, y):
+    def _scaled_gradients(self, x, y):
+        """Mean loss, the gradients of ``n * loss`` (so already weighted by size), ``n`` and its float.
+
+        Weighting the scalar loss before the backward pass costs one multiply instead of one per
+        gradient element. The callers have checked in Python that ``n > 0``.
+        """
+        n = num_examples(x)
         with tf.GradientTape() as tape:
             loss = self.loss_fn(y, self._model()(x, training=True))
-        return loss, tape.gradient(loss, self.variables), num_examples(x)
+            scaled_loss = loss * tf.cast(n, loss.dtype)
+        scaled = self.accumulator._filled(tape.gradient(scaled_loss, self.variables))
+        return loss, scaled, n, tf.cast(n, tf.float32)
 
     def _step(self, x, y):
-        loss, gradients, n = self._gradients(x, y)
-        self.accumulator.add(gradients, tf.cast(n, tf.float32))
+        loss, scaled, n, weight = self._scaled_gradients(x, y)
+        self.accumulator._add_scaled(scaled, weight)
         return loss, n
 
     def step_and_apply(self, optimizer, x, y):
@@ -328,10 +337,8 @@ class _MicroStep:
         return result
 
     def _step_and_apply_body(self, optimizer, x, y):
-        loss, gradients, n = self._gradients(x, y)
-        weight = tf.cast(n, tf.float32)
-        tf.debugging.assert_positive(weight, message="weight must be > 0 (the micro-batch's number of examples)")
-        mean = self.accumulator._result_with(self.accumulator._filled(gradients), weight)
+        loss, scaled, n, weight = self._scaled_gradients(x, y)
+        mean = self.accumulator._result_with_scaled(scaled, weight)
         optimizer.apply_gradients(zip(mean, self.variables))
         self.accumulator._reset()
         return loss, n
