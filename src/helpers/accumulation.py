@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 import tensorflow as tf
 import keras
 
+from helpers.arguments import require_int
 from helpers.progress import Progress
 
 LossFn = Callable[[Any, Any], Any]
@@ -242,10 +243,7 @@ def micro_batches(batch: tuple[Any, Any], sizes: Sequence[int]) -> list[tuple[An
     if not sizes:
         raise ValueError("sizes is empty: give at least one micro-batch size")
     for i, s in enumerate(sizes):
-        if isinstance(s, bool) or not isinstance(s, int):
-            raise TypeError(f"sizes[{i}] must be an int, got {type(s).__name__}")
-        if s < 1:
-            raise ValueError(f"sizes[{i}] must be >= 1, got {s}")
+        require_int(f"sizes[{i}]", s, minimum=1)
     if sum(sizes) != n:
         raise ValueError(f"sizes add up to {sum(sizes)} but the batch has {n} examples")
     parts, start = [], 0
@@ -446,11 +444,8 @@ def train_accumulated(
     _check_model_and_loss(model, loss_fn)
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise TypeError(f"optimizer must be a keras optimizer, got {type(optimizer).__name__}")
-    for name, value in (("accumulation_steps", accumulation_steps), ("epochs", epochs)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+    require_int("accumulation_steps", accumulation_steps, minimum=1)
+    require_int("epochs", epochs, minimum=1)
     if getattr(optimizer, "gradient_accumulation_steps", None):
         raise ValueError("optimizer already accumulates (gradient_accumulation_steps is set): "
                          "use a plain optimizer, or Keras' built-in accumulation alone")

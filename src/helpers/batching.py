@@ -22,6 +22,8 @@ from typing import Any, Iterable, NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from helpers.arguments import require_int
+
 CORPUS = "fables.txt"
 EOS = "<eos>"
 UNK = "<unk>"
@@ -87,9 +89,7 @@ def build_vocab(tokens: Iterable[str], max_size: int | None = None) -> dict[str,
     if bad is not None:
         raise TypeError(f"tokens must be strings, found {type(bad).__name__} {bad!r}")
     if max_size is not None:
-        if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)):
-            raise TypeError(f"max_size must be an int or None, got {type(max_size).__name__}")
-        if max_size < 2:
+        if require_int("max_size", max_size, allow_none=True) < 2:
             raise ValueError(f"max_size must be >= 2 (one word and {UNK}), got {max_size}")
     ranked = sorted(Counter(tokens).items(), key=lambda item: (-item[1], item[0]))
     words = [word for word, _ in ranked]
@@ -173,9 +173,9 @@ def ptb_layout(n_tokens: int, batch_size: int, num_steps: int) -> Layout:
     >>> layout.batch_len, layout.epoch_size, layout.never_read
     (17, 3, 6)
     """
-    n_tokens = _check_int("n_tokens", n_tokens, minimum=0)
-    batch_size = _check_int("batch_size", batch_size)
-    num_steps = _check_int("num_steps", num_steps)
+    n_tokens = require_int("n_tokens", n_tokens, minimum=0)
+    batch_size = require_int("batch_size", batch_size, minimum=1)
+    num_steps = require_int("num_steps", num_steps, minimum=1)
     batch_len = n_tokens // batch_size
     epoch_size = (batch_len - 1) // num_steps
     if epoch_size <= 0:
@@ -185,14 +185,6 @@ def ptb_layout(n_tokens: int, batch_size: int, num_steps: int) -> Layout:
             "(epoch_size == 0): decrease batch_size or num_steps"
         )
     return Layout(n_tokens, batch_size, num_steps, batch_len, epoch_size)
-
-
-def _check_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
 
 
 def _as_ids(raw_ids: Any) -> np.ndarray:
@@ -243,7 +235,7 @@ def ptb_batches(raw_ids: Any, batch_size: int, num_steps: int, repeat: bool = Fa
     layout = ptb_layout(len(ids), batch_size, num_steps)
     if not isinstance(repeat, bool):
         raise TypeError(f"repeat must be a bool, got {type(repeat).__name__}")
-    prefetch = _check_int("prefetch", prefetch, minimum=0)
+    prefetch = require_int("prefetch", prefetch, minimum=0)
     b, n = layout.batch_size, layout.num_steps
     data = tf.constant(ids[: b * layout.batch_len].reshape(b, layout.batch_len))
 
@@ -305,7 +297,7 @@ class QueuePipeline:
 
     def run_steps(self, num_steps: int) -> int:
         """Run the stand-in training step ``num_steps`` times (one ``session.run`` each); return the total."""
-        for _ in range(_check_int("num_steps", num_steps, minimum=0)):
+        for _ in range(require_int("num_steps", num_steps, minimum=0)):
             self.session.run(self.step.op)
         return int(self.session.run(self.total))
 
@@ -335,7 +327,7 @@ def ptb_batches_v1(raw_ids: Any, batch_size: int, num_steps: int, num_batches: i
     >>> [int(x[0, 0]) for x, _ in batches]  # 20 tokens give 3 windows per epoch, then window 0 again
     [0, 3, 6, 0]
     """
-    num_batches = _check_int("num_batches", num_batches)
+    num_batches = require_int("num_batches", num_batches, minimum=1)
     with QueuePipeline(raw_ids, batch_size, num_steps) as pipe:
         return [pipe.next_batch() for _ in range(num_batches)]
 
@@ -388,7 +380,7 @@ class Checksum:
 
     def run_python_loop(self, dataset: tf.data.Dataset, num_batches: int) -> int:
         """Reset, then call the compiled ``step`` on ``num_batches`` batches from a Python ``for`` loop."""
-        num_batches = _check_int("num_batches", num_batches)
+        num_batches = require_int("num_batches", num_batches, minimum=1)
         self.total.assign(0)
         for x, y in dataset.take(num_batches):
             self.step(x, y)
@@ -396,7 +388,7 @@ class Checksum:
 
     def run_in_graph(self, dataset: tf.data.Dataset, num_batches: int) -> int:
         """Reset, then run the loop over ``num_batches`` batches inside one ``tf.function`` call."""
-        num_batches = _check_int("num_batches", num_batches)
+        num_batches = require_int("num_batches", num_batches, minimum=1)
         self.total.assign(0)
         self.loop(dataset.take(num_batches))
         return self.value

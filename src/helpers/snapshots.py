@@ -27,6 +27,8 @@ from typing import Any, Callable
 import tensorflow as tf
 import keras
 
+from helpers.arguments import require_int
+
 __all__ = [
     "snapshot", "sync", "state_paths", "parameter_distance", "StateEntry",
     "make_train_step", "copy_methods", "measure_copy_costs",
@@ -355,10 +357,8 @@ def measure_copy_costs(
     """
     import time
 
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    require_int("rounds", rounds, minimum=1)
+    require_int("warmup", warmup, minimum=0)
     if not methods:
         raise ValueError("methods must name at least one copy method")
 

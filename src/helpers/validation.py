@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 import keras
 
+from helpers.arguments import require_int
 from helpers.progress import Progress
 
 FEATURES = 4
@@ -87,16 +88,9 @@ def generated_dataset(chunks: int | None, batch_size: int, *, seed: int = 0, fea
     True
     >>> n = sum(len(ids) for _, _, ids in ds)  # known only now
     """
-    if chunks is not None:
-        if isinstance(chunks, bool) or not isinstance(chunks, int):
-            raise TypeError(f"chunks must be an int or None, got {type(chunks).__name__}")
-        if chunks < 0:
-            raise ValueError(f"chunks must be >= 0 (or None for an endless stream), got {chunks}")
+    require_int("chunks", chunks, minimum=0, allow_none=True)  # None: an endless stream
     for name, value in (("batch_size", batch_size), ("features", features), ("max_per_chunk", max_per_chunk)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+        require_int(name, value, minimum=1)
 
     def generate() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         next_id, chunk = 0, 0
@@ -449,11 +443,8 @@ def train_with_validation(model: keras.Model, optimizer: keras.optimizers.Optimi
         raise TypeError(f"optimizer must be a Keras optimizer, got {type(optimizer).__name__}")
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
-    for name, value in (("steps", steps), ("every", every)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+    require_int("steps", steps, minimum=1)
+    require_int("every", every, minimum=1)
     metrics = _check_metrics(metrics)
 
     if isinstance(train_ds, tf.data.Dataset):
