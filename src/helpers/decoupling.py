@@ -85,7 +85,7 @@ def molecule_dataset(
     max_atoms: int = 12,
     num_features: int = NUM_FEATURES,
     seed: int = 0,
-    dtype: str = DTYPE,
+    dtype: str | tf.DType = DTYPE,
 ) -> tf.data.Dataset:
     """Batches ``(x, y)`` of generated molecules with different atom counts.
 
