@@ -7,8 +7,13 @@ NB     ?= notebooks/[0-9]*.ipynb
 # JupyterLab refuses to start as root (containers, some cloud machines) unless told to.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 NBVAL  := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Colab's stack (constraints-colab.txt) on Colab's Python (3.13) when this machine has it.
+COLAB_VENV   ?= .venv-colab
+COLAB_STAMP  := $(COLAB_VENV)/.installed
+COLAB_PYTHON ?= $(shell for p in python3.13 $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
+                  "$$p" -c "" 2>/dev/null && { echo "$$p"; break; }; done)
 
-.PHONY: lab test unit replay run student bench sync
+.PHONY: lab test unit replay replay-colab run student bench sync
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,14 +24,25 @@ $(STAMP): pyproject.toml constraints.txt
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
-## make test: unit tests, then replay every notebook with nbval
-test: unit replay
+## make test: unit tests, then replay every notebook with nbval, on this stack and on Colab's
+test: unit replay replay-colab
 
 unit: $(STAMP)
 	$(PY) -m pytest -q --doctest-modules src/helpers tests
 
 replay: $(STAMP)
 	$(PY) -m pytest -q -p tests.conftest $(NBVAL) $(NB)
+
+$(COLAB_STAMP): pyproject.toml constraints-colab.txt
+	@test -n "$(COLAB_PYTHON)" || echo "note: Python 3.13 not found; replaying Colab's packages on $(PYTHON)"
+	test -x $(COLAB_VENV)/bin/python || $(or $(COLAB_PYTHON),$(PYTHON)) -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/python -m pip install --quiet -c constraints-colab.txt -e ".[test]"
+	touch $(COLAB_STAMP)
+
+## make replay-colab: replay every notebook on Colab's stack (TensorFlow 2.20, Keras 3.13)
+replay-colab: $(COLAB_STAMP)
+	$(COLAB_VENV)/bin/python -c "import sys, tensorflow as tf, keras; print(f'Colab stack: Python {sys.version.split()[0]}, TensorFlow {tf.__version__}, Keras {keras.__version__}')" 2>/dev/null
+	$(COLAB_VENV)/bin/python -m pytest -q -p tests.conftest $(NBVAL) $(NB)
 
 ## make run: re-execute every notebook in place, each in a fresh kernel (regenerates committed outputs)
 ##           (one notebook: make run NB=notebooks/02_gradient_accumulation.ipynb; same for make replay)

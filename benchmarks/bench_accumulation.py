@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 
-from helpers import accumulation, timing  # noqa: E402
+from helpers import accumulation, measure  # noqa: E402
 
 EFFECTIVE, STEPS, FEATURES, HIDDEN, CLASSES = 32768, 4, 64, 256, 10
 MICRO = EFFECTIVE // STEPS
@@ -106,18 +106,18 @@ def main() -> int:
     control = ("keras built-in, 2nd copy", keras_builtin())
     timed = methods + [control]
     for _, fn in timed:  # trace and warm up
-        timing.median_seconds(fn, repeat=1, warmup=2)
+        measure.median_seconds(fn, repeat=1, warmup=2)
     samples: dict[str, list[float]] = {name: [] for name, _ in timed}
     for _ in range(ROUNDS):
         for name, fn in timed:
-            samples[name].append(timing.median_seconds(fn, repeat=1, warmup=0))
+            samples[name].append(measure.median_seconds(fn, repeat=1, warmup=0))
     seconds = {name: statistics.median(values) / EFFECTIVE for name, values in samples.items()}
-    memory = {name: accumulation.peak_memory_bytes(fn) for name, fn in methods}
+    memory = {name: measure.peak_memory_bytes(fn) for name, fn in methods}
 
     base, ours, builtin = (name for name, _ in methods)
     print(f"gradient accumulation: effective batch {EFFECTIVE}, {STEPS} micro-batches of {MICRO}, "
           f"MLP {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES}, on {DEVICE}")
-    print(timing.ratio_table([(n, seconds[n]) for n, _ in methods], baseline=base, unit="us/sample", scale=1e6))
+    print(measure.ratio_table([(n, seconds[n]) for n, _ in methods], baseline=base, unit="us/sample", scale=1e6))
     print()
     print(f"{'method':<24} {'peak MiB':>9} {'vs full':>8}")
     for name, _ in methods:

@@ -1,6 +1,6 @@
 """Notebook 03 benchmark: batches per second through the PTB producer, three ways, on the same data.
 
-* TF1 queue pipeline (``helpers.batching.QueuePipeline``): range queue + strided slices, queue
+* TF1 queue pipeline (``helpers.tf1.QueuePipeline``): range queue + strided slices, queue
   runner threads, one ``session.run(step)`` per batch. This is the baseline.
 * Python ``for`` over ``tf.data`` with a compiled step (``Checksum.run_python_loop``).
 * The loop inside one ``tf.function`` (``Checksum.run_in_graph``).
@@ -31,7 +31,7 @@ DEVICE = runtime.setup(seed=0)
 import statistics  # noqa: E402
 import time  # noqa: E402
 
-from helpers import batching, timing  # noqa: E402
+from helpers import batching, measure, tf1  # noqa: E402
 
 BATCH_SIZE, NUM_STEPS = 8, 10
 NUM_BATCHES = 2323  # per measurement: one real PTB epoch at the small config (~100 epochs of this corpus)
@@ -48,7 +48,7 @@ def main() -> None:
     stream = batching.ptb_batches(ids, BATCH_SIZE, NUM_STEPS, repeat=True)
     counter = batching.Checksum()
     samples: dict[str, list[float]] = {TF1: [], LOOP: [], GRAPH: []}
-    with batching.QueuePipeline(ids, BATCH_SIZE, NUM_STEPS) as pipe:
+    with tf1.QueuePipeline(ids, BATCH_SIZE, NUM_STEPS) as pipe:
         totals = {
             TF1: pipe.run_steps(NUM_BATCHES),  # also the warm-up of each method
             LOOP: counter.run_python_loop(stream, NUM_BATCHES),
@@ -61,7 +61,7 @@ def main() -> None:
         }
         for _ in range(ROUNDS):
             for name, run in runs.items():
-                samples[name].append(timing.median_seconds(run, repeat=1, warmup=0) / NUM_BATCHES)
+                samples[name].append(measure.median_seconds(run, repeat=1, warmup=0) / NUM_BATCHES)
 
     start_costs = one_off_starts(ids, stream, counter)
     per_batch = {name: statistics.median(values) for name, values in samples.items()}
@@ -71,7 +71,7 @@ def main() -> None:
     print(f"same checksum from all three: {len(set(totals.values())) == 1}; "
           f"traces: step {counter.step.experimental_get_tracing_count()}, "
           f"loop {counter.loop.experimental_get_tracing_count()}")
-    print(timing.ratio_table(list(per_batch.items()), baseline=TF1, unit="us/batch", scale=1e6))
+    print(measure.ratio_table(list(per_batch.items()), baseline=TF1, unit="us/batch", scale=1e6))
     for name, seconds in per_batch.items():
         print(f"{name:<28} {1 / seconds:>9,.0f} batches/s")
 
@@ -94,10 +94,10 @@ def one_off_starts(ids, stream, counter) -> dict[str, float]:
     tf1 = []
     for _ in range(START_REPEATS):
         begin = time.perf_counter()
-        with batching.QueuePipeline(ids, BATCH_SIZE, NUM_STEPS) as pipe:
+        with tf1.QueuePipeline(ids, BATCH_SIZE, NUM_STEPS) as pipe:
             pipe.run_steps(1)
         tf1.append(time.perf_counter() - begin)
-    graph = timing.median_seconds(lambda: counter.run_in_graph(stream, 1), repeat=START_REPEATS)
+    graph = measure.median_seconds(lambda: counter.run_in_graph(stream, 1), repeat=START_REPEATS)
     return {TF1: statistics.median(tf1), GRAPH: graph}
 
 

@@ -18,7 +18,7 @@ DEVICE = runtime.setup(seed=0)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from helpers import decoupling, timing  # noqa: E402
+from helpers import decoupling, measure  # noqa: E402
 
 ITERATIONS = 10
 EPOCHS = 3
@@ -66,7 +66,7 @@ def main() -> None:
             finally:
                 tf.config.run_functions_eagerly(False)
             traces[name] = 0 if eager else compiled.traces
-        return name, timing.median_seconds(run, repeat=3, warmup=0)
+        return name, measure.median_seconds(run, repeat=3, warmup=0)
 
     rows = [
         one_pass("eager", lambda m: decoupling.LossAndGradient(m, loss_fn), eager=True),
@@ -74,7 +74,7 @@ def main() -> None:
         one_pass("compiled, ragged relaxed", lambda m: decoupling.LossAndGradient(m, loss_fn)),
     ]
     print(f"Notebook 01: L-BFGS, {EPOCHS} epochs x {len(batches)} batches x {ITERATIONS} iterations, on {DEVICE}")
-    print(timing.ratio_table(rows, baseline="eager", unit="s", scale=1.0))
+    print(measure.ratio_table(rows, baseline="eager", unit="s", scale=1.0))
     for name, count in traces.items():
         print(f"traces, {name:<26}: {count}")
     times = dict(rows)
@@ -84,11 +84,11 @@ def main() -> None:
     x, y = batches[0]
     compiled = decoupling.LossAndGradient(template, loss_fn)
     eager_fn = compiled._loss_and_gradients
-    per_call = [("eager evaluation", timing.median_seconds(lambda: eager_fn(x, y), repeat=30)),
-                ("compiled evaluation", timing.median_seconds(lambda: compiled(x, y), repeat=30))]
+    per_call = [("eager evaluation", measure.median_seconds(lambda: eager_fn(x, y), repeat=30)),
+                ("compiled evaluation", measure.median_seconds(lambda: compiled(x, y), repeat=30))]
     print()
     print("one loss+gradient evaluation, steady state:")
-    print(timing.ratio_table(per_call, baseline="eager evaluation"))
+    print(measure.ratio_table(per_call, baseline="eager evaluation"))
     print()
 
 

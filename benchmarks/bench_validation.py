@@ -30,27 +30,27 @@ DEVICE = runtime.setup(seed=0)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from helpers import timing, validation  # noqa: E402
+from helpers import measure, tf1, validation  # noqa: E402
 
 CHUNKS, BATCH, SEED = 12, 32, 1
 TARGET = 10.0
 BASELINE = "TF1: new session + restore"
 
 
-def measure(model, loss_fn, *, in_memory: bool, folder: str) -> list[tuple[str, float]]:
+def time_passes(model, loss_fn, *, in_memory: bool, folder: str) -> list[tuple[str, float]]:
     """Median seconds of one validation pass for each row, and a line saying the losses agree."""
     val_ds = validation.generated_dataset(CHUNKS, BATCH, seed=SEED, with_ids=False)
     if in_memory:
         val_ds = tf.data.Dataset.from_tensor_slices(validation.collect(val_ds)).batch(BATCH)
-    with validation.TF1Validation(model.get_weights(), chunks=CHUNKS, batch_size=BATCH, seed=SEED,
-                                  snapshot_dir=folder, in_memory=in_memory) as tf1:
+    with tf1.ValidationPasses(model.get_weights(), chunks=CHUNKS, batch_size=BATCH, seed=SEED,
+                                  snapshot_dir=folder, in_memory=in_memory) as passes_tf1:
         passes = {
-            BASELINE: tf1.pass_new_session,
-            "TF1: re-init iterator": tf1.pass_same_session,
+            BASELINE: passes_tf1.pass_new_session,
+            "TF1: re-init iterator": passes_tf1.pass_same_session,
             "TF2: evaluate (re-iterate)": lambda: validation.evaluate(model, val_ds, loss_fn),
         }
         results = {name: fn() for name, fn in passes.items()}
-        rows = [(name, timing.median_seconds(fn, repeat=7, warmup=2)) for name, fn in passes.items()]
+        rows = [(name, measure.median_seconds(fn, repeat=7, warmup=2)) for name, fn in passes.items()]
     losses = [r["loss"] for r in results.values()]
     examples = sorted({r["examples"] for r in results.values()})
     print(f"{examples} examples in batches of {BATCH}; the three losses agree within {max(losses) - min(losses):.1e}")
@@ -76,16 +76,16 @@ def main() -> int:
     loss_fn = keras.losses.MeanSquaredError()
     with tempfile.TemporaryDirectory() as folder:
         print("\n## data generated on the fly during each pass (the issue's setting; the target applies here)")
-        rows = measure(model, loss_fn, in_memory=False, folder=folder)
-        print(timing.ratio_table(rows, baseline=BASELINE))
+        rows = time_passes(model, loss_fn, in_memory=False, folder=folder)
+        print(measure.ratio_table(rows, baseline=BASELINE))
         extra = dict(rows)[BASELINE] - dict(rows)["TF1: re-init iterator"]
         print(f"the workaround's own cost per pass (baseline - TF1 re-init): {extra * 1e3:.1f} ms; "
               "the rest (generating the data, computing the loss) every row pays")
         report_targets(rows)
 
         print("\n## the same examples generated once, read from memory (for information: pipelines only)")
-        rows = measure(model, loss_fn, in_memory=True, folder=folder)
-        print(timing.ratio_table(rows, baseline=BASELINE))
+        rows = time_passes(model, loss_fn, in_memory=True, folder=folder)
+        print(measure.ratio_table(rows, baseline=BASELINE))
         report_targets(rows)
     return 0
 

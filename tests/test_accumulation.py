@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import accumulation as acc
+from helpers import measure
 from helpers.exercises import CheckFailed
 from helpers.exercises.accumulation import check_accumulate
 
@@ -172,9 +173,9 @@ def test_four_micro_batches_need_less_peak_memory_than_the_full_batch():
     y = rng.normal(size=(1024, 1)).astype("float32")
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(256, activation="relu"), keras.layers.Dense(1)])
-    full = acc.peak_memory_bytes(lambda: acc.accumulated_gradients(model, MSE, [(x, y)]))
+    full = measure.peak_memory_bytes(lambda: acc.accumulated_gradients(model, MSE, [(x, y)]))
     parts = acc.micro_batches((x, y), [256] * 4)
-    micro = acc.peak_memory_bytes(lambda: acc.accumulated_gradients(model, MSE, parts))
+    micro = measure.peak_memory_bytes(lambda: acc.accumulated_gradients(model, MSE, parts))
     assert micro < full
 
 

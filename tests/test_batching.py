@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import batching
+from helpers import batching, tf1
 from helpers.exercises import CheckFailed
 from helpers.exercises import batching as exercises
 
@@ -89,7 +89,7 @@ def test_layout_counts_what_an_epoch_reads_and_leaves_unused():
 
 @pytest.mark.parametrize("make", [
     lambda ids, b, n: batching.ptb_batches(ids, b, n),
-    lambda ids, b, n: batching.ptb_batches_v1(ids, b, n, num_batches=1),
+    lambda ids, b, n: tf1.ptb_batches(ids, b, n, num_batches=1),
 ])
 @pytest.mark.parametrize("ids, batch_size, num_steps, error, match", [
     (np.arange(11), 2, 5, ValueError, "too short.*epoch_size == 0.*decrease batch_size or num_steps"),
@@ -114,7 +114,7 @@ def test_bad_inputs_raise_clear_errors(make, ids, batch_size, num_steps, error, 
 
 def test_other_bad_arguments():
     with pytest.raises(ValueError, match="num_batches"):
-        batching.ptb_batches_v1(np.arange(50), 2, 5, num_batches=0)
+        tf1.ptb_batches(np.arange(50), 2, 5, num_batches=0)
     with pytest.raises(TypeError, match="repeat"):
         batching.ptb_batches(np.arange(50), 2, 5, repeat=1)
     with pytest.raises(ValueError, match="prefetch"):
@@ -179,7 +179,7 @@ def test_tf1_and_tf2_batches_identical_across_the_wrap_around(n_tokens, batch_si
     ids = np.random.default_rng(n_tokens).integers(0, 1000, size=n_tokens)
     epoch = batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size
     count = 2 * epoch + extra  # two wrap-arounds
-    v1 = batching.ptb_batches_v1(ids, batch_size, num_steps, num_batches=count)
+    v1 = tf1.ptb_batches(ids, batch_size, num_steps, num_batches=count)
     v2 = [(x.numpy(), y.numpy()) for x, y in batching.ptb_batches(ids, batch_size, num_steps, repeat=True).take(count)]
     assert len(v1) == len(v2) == count
     for (ax, ay), (bx, by) in zip(v1, v2):
@@ -190,7 +190,7 @@ def test_tf1_and_tf2_batches_identical_across_the_wrap_around(n_tokens, batch_si
 
 
 def test_queue_pipeline_stops_its_threads_and_closes_its_session():
-    with batching.QueuePipeline(np.arange(70), 4, 5) as pipe:
+    with tf1.QueuePipeline(np.arange(70), 4, 5) as pipe:
         assert [int(pipe.next_batch()[0][0, 0]) for _ in range(4)] == [0, 5, 10, 0]
         assert any(t.is_alive() for t in pipe.threads)
     assert pipe.closed and not any(t.is_alive() for t in pipe.threads)
@@ -205,7 +205,7 @@ def test_three_ways_agree_on_the_checksum_and_compile_once():
     ids = np.random.default_rng(3).integers(0, 500, size=300)
     count = 25  # more than one epoch (epoch_size 6)
     expected = sum(int(x.sum()) + 2 * int(y.sum()) for x, y in numpy_batches(ids, 5, 9, count))
-    with batching.QueuePipeline(ids, 5, 9) as pipe:
+    with tf1.QueuePipeline(ids, 5, 9) as pipe:
         assert pipe.run_steps(count) == expected
     counter = batching.Checksum()
     ds = batching.ptb_batches(ids, 5, 9, repeat=True)

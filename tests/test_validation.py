@@ -17,6 +17,7 @@ runtime.setup(seed=0)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from helpers import tf1  # noqa: E402
 from helpers import validation as V  # noqa: E402
 from helpers.exercises import CheckFailed  # noqa: E402
 from helpers.exercises.validation import check_mean_loss  # noqa: E402
@@ -267,9 +268,9 @@ def test_history_plots(tmp_path):
 def test_tf1_passes_agree_with_evaluate_and_restart_each_time(tmp_path, in_memory):
     model, ds = make_model(), val_ds(with_ids=False)
     ours = V.evaluate(model, ds, MSE)
-    with V.TF1Validation(model.get_weights(), chunks=VAL_CHUNKS, batch_size=BATCH, seed=VAL_SEED,
-                         snapshot_dir=str(tmp_path), in_memory=in_memory) as tf1:
-        results = [tf1.pass_new_session(), tf1.pass_new_session(), tf1.pass_same_session(), tf1.pass_same_session()]
+    with tf1.ValidationPasses(model.get_weights(), chunks=VAL_CHUNKS, batch_size=BATCH, seed=VAL_SEED,
+                         snapshot_dir=str(tmp_path), in_memory=in_memory) as passes:
+        results = [passes.pass_new_session(), passes.pass_new_session(), passes.pass_same_session(), passes.pass_same_session()]
     for result in results:
         assert result["examples"] == ours["examples"]
         assert result["loss"] == pytest.approx(ours["loss"], rel=1e-5)

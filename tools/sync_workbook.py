@@ -5,7 +5,12 @@ The repository address is written once, in pyproject.toml ([project.urls] Reposi
 rewrites, from it and from each notebook's first cell:
 
 * the "Open in Colab" badge line in each notebook's first (markdown) cell;
-* the Colab-only install cell (the code cell that starts with ``# Colab only:``);
+* the Colab-only install cell (the code cell that starts with ``# Colab only:``), which installs the
+  tagged release ``v<version>`` of ``[project] version``;
+* nbgrader's cell metadata for every exercise (schema version 3): the code cell holding
+  ``### BEGIN SOLUTION`` is a solution cell (``grade_id`` ``answer_<function>``); the code cell right
+  after it must start with ``# Graded: N points`` and becomes a locked, autograded test cell with N
+  points (``grade_id`` ``check_<function>``); no other cell carries nbgrader metadata;
 * the table between ``<!-- notebooks:start -->`` and ``<!-- notebooks:end -->`` in README.md.
 
 ``python tools/sync_workbook.py`` rewrites; ``--check`` only reports and exits 1 when out of sync.
@@ -14,6 +19,7 @@ rewrites, from it and from each notebook's first cell:
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -26,11 +32,21 @@ README = ROOT / "README.md"
 TABLE_START, TABLE_END = "<!-- notebooks:start -->", "<!-- notebooks:end -->"
 COLAB_MARK = "# Colab only:"
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+BEGIN_SOLUTION = "### BEGIN SOLUTION"
+GRADED = re.compile(r"^# Graded: (\d+) points?\b")
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 
 def repository_url() -> str:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return project["urls"]["Repository"].rstrip("/")
+    return _project()["urls"]["Repository"].rstrip("/")
+
+
+def release_tag() -> str:
+    """The git tag of this version's release (``v`` + ``[project] version``): Colab installs it."""
+    return f"v{_project()['version']}"
 
 
 def colab_link(notebook: Path) -> str:
@@ -49,8 +65,42 @@ def colab_cell_source() -> str:
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
-        f'    %pip install --quiet --no-deps "git+{repository_url()}.git"'
+        f'    %pip install --quiet --no-deps "git+{repository_url()}.git@{release_tag()}"'
     )
+
+
+def nbgrader_metadata(nb, name: str = "notebook") -> list[dict | None]:
+    """nbgrader's metadata for each cell of ``nb`` (None: no nbgrader metadata), from the cells' text."""
+    result: list[dict | None] = [None] * len(nb.cells)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    ids: set[str] = set()
+    for k, i in enumerate(code):
+        source = nb.cells[i].source
+        if BEGIN_SOLUTION not in source:
+            if GRADED.match(source) and not (k and BEGIN_SOLUTION in nb.cells[code[k - 1]].source):
+                raise ValueError(f"{name} cell {i}: a '# Graded:' cell must come right after an answer cell")
+            continue
+        match = re.search(r"^\s*def (\w+)", source, re.M)
+        exercise = match.group(1) if match else f"exercise_{len(ids) // 2 + 1}"
+        nxt = code[k + 1] if k + 1 < len(code) else None
+        graded = GRADED.match(nb.cells[nxt].source) if nxt is not None else None
+        if graded is None:
+            raise ValueError(f"{name} cell {i}: the code cell after an answer cell must start with "
+                             "'# Graded: N points' and call its checker")
+        for grade_id in (f"answer_{exercise}", f"check_{exercise}"):
+            if grade_id in ids:
+                raise ValueError(f"{name}: two exercises are named {exercise!r}")
+            ids.add(grade_id)
+        result[i] = {"grade": False, "grade_id": f"answer_{exercise}", "locked": False,
+                     "schema_version": 3, "solution": True, "task": False}
+        result[nxt] = {"grade": True, "grade_id": f"check_{exercise}", "locked": True,
+                       "points": int(graded.group(1)), "schema_version": 3, "solution": False, "task": False}
+    return result
+
+
+def notebook_points(nb) -> dict[str, int]:
+    """``{grade_id: points}`` of the notebook's graded cells."""
+    return {meta["grade_id"]: meta["points"] for meta in nbgrader_metadata(nb) if meta and meta["grade"]}
 
 
 def notebook_paths() -> list[Path]:
@@ -84,6 +134,11 @@ def synced_notebook(path: Path):
         colab[0].source = colab_cell_source()
     else:
         nb.cells.insert(1, nbformat.v4.new_code_cell(colab_cell_source()))
+    for cell, meta in zip(nb.cells, nbgrader_metadata(nb, path.name)):
+        if meta is None:
+            cell.metadata.pop("nbgrader", None)
+        else:
+            cell.metadata["nbgrader"] = meta
     return nb
 
 

@@ -12,7 +12,6 @@ holds one micro-batch's activations.
 * :func:`train_accumulated`: a training loop with one optimizer update per ``accumulation_steps``
   micro-batches; a leftover partial window at the end of an epoch is applied, weighted by size.
 * :func:`micro_batches`: split one ``(x, y)`` batch into micro-batches of given sizes.
-* :func:`peak_memory_bytes`: peak memory of one call, from ``tf.config.experimental.get_memory_info``.
 
 Calling convention (as in every helper module): a batch is an ``(x, y)`` pair and
 ``loss_fn(y_true, y_pred)`` returns the scalar *mean* loss over the batch (a Keras loss works).
@@ -37,7 +36,6 @@ __all__ = [
     "train_accumulated",
     "micro_batches",
     "num_examples",
-    "peak_memory_bytes",
 ]
 
 
@@ -531,39 +529,3 @@ def _fused_fn(optimizer, step: _MicroStep) -> Callable[[Any, Any], Any]:
 
 
 _FUSED: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
-
-
-# --------------------------------------------------------------------------- cost
-
-
-def peak_memory_bytes(fn: Callable[[], Any], device: str | None = None) -> int:
-    """Peak bytes allocated on ``device`` while ``fn()`` runs (after one warm-up call).
-
-    Uses ``tf.config.experimental.get_memory_info``, which works on the CPU once ``helpers`` has set
-    ``TF_CPU_ALLOCATOR_USE_BFC`` (see :mod:`helpers.runtime`). The peak
-    includes what was already allocated when ``fn`` started (weights, optimizer state).
-
-    >>> peak_memory_bytes(lambda: tf.ones([256, 256]) @ tf.ones([256, 256])) > 0
-    True
-    """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    if device is None:
-        device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
-    _materialise(fn())
-    try:
-        tf.config.experimental.reset_memory_stats(device)
-    except ValueError as error:
-        raise RuntimeError(
-            f"TensorFlow keeps no memory statistics for {device}. On the CPU they need the "
-            "environment variable TF_CPU_ALLOCATOR_USE_BFC=true before TensorFlow runs its first op "
-            "(importing helpers before tensorflow sets it); restart the kernel and import helpers first."
-        ) from error
-    _materialise(fn())
-    return int(tf.config.experimental.get_memory_info(device)["peak"])
-
-
-def _materialise(result: Any) -> None:
-    for item in tf.nest.flatten(result):
-        if hasattr(item, "numpy"):
-            item.numpy()

@@ -8,7 +8,7 @@ handed out the window index, so one tensor ``x`` gave a new batch at every ``ses
 
 * Corpus: :func:`load_corpus`, :func:`tokenize`, :func:`build_vocab`, :func:`to_ids`, :func:`corpus_ids`.
 * Layout: :func:`ptb_layout` (stream length, batches per epoch, tokens left unused).
-* Pipelines: :func:`ptb_batches` (tf.data), :func:`ptb_batches_v1` and :class:`QueuePipeline` (TF1).
+* Pipeline: :func:`ptb_batches` (tf.data). The TF1 queue version is :class:`helpers.tf1.QueuePipeline`.
 * Cost: :func:`batch_checksum` and :class:`Checksum` (a stand-in for a training step).
 """
 
@@ -187,7 +187,7 @@ def ptb_layout(n_tokens: int, batch_size: int, num_steps: int) -> Layout:
     return Layout(n_tokens, batch_size, num_steps, batch_len, epoch_size)
 
 
-def _as_ids(raw_ids: Any) -> np.ndarray:
+def as_token_ids(raw_ids: Any) -> np.ndarray:
     """``raw_ids`` as a 1-D int32 NumPy array, or a clear error naming ``raw_ids``."""
     if isinstance(raw_ids, (tf.Tensor, tf.Variable)):
         raw_ids = raw_ids.numpy()
@@ -231,7 +231,7 @@ def ptb_batches(raw_ids: Any, batch_size: int, num_steps: int, repeat: bool = Fa
     >>> x.numpy().tolist(), y.numpy().tolist()
     ([[0, 1, 2], [10, 11, 12]], [[1, 2, 3], [11, 12, 13]])
     """
-    ids = _as_ids(raw_ids)
+    ids = as_token_ids(raw_ids)
     layout = ptb_layout(len(ids), batch_size, num_steps)
     if not isinstance(repeat, bool):
         raise TypeError(f"repeat must be a bool, got {type(repeat).__name__}")
@@ -250,86 +250,6 @@ def ptb_batches(raw_ids: Any, batch_size: int, num_steps: int, repeat: bool = Fa
     if prefetch:
         dataset = dataset.prefetch(prefetch)
     return dataset.with_options(_dataset_options())
-
-
-class QueuePipeline:
-    """The PTB producer the TF1 way: a graph, a range queue, queue runners and a session.
-
-    ``x`` and ``y`` are defined once and depend on a dequeue, so every ``session.run`` that
-    evaluates them takes the next window. Use it as a context manager: on exit the queue runners
-    are stopped and joined and the session is closed. ``step`` is a stand-in training step that
-    adds :func:`batch_checksum` of the batch to a variable (for the Cost comparison).
-
-    >>> with QueuePipeline(range(20), batch_size=2, num_steps=3) as pipe:
-    ...     first, second = pipe.next_batch(), pipe.next_batch()
-    >>> second[0].tolist()
-    [[3, 4, 5], [13, 14, 15]]
-    """
-
-    def __init__(self, raw_ids: Any, batch_size: int, num_steps: int):
-        ids = _as_ids(raw_ids)
-        self.layout = ptb_layout(len(ids), batch_size, num_steps)
-        b, n, length = self.layout.batch_size, self.layout.num_steps, self.layout.batch_len
-        v1 = tf.compat.v1
-        self.graph = tf.Graph()
-        with self.graph.as_default():
-            raw = tf.constant(ids, dtype=tf.int32, name="raw_data")
-            data = tf.reshape(raw[: b * length], [b, length])
-            self.index = v1.train.range_input_producer(self.layout.epoch_size, shuffle=False).dequeue()
-            self.x = tf.strided_slice(data, [0, self.index * n], [b, (self.index + 1) * n])
-            self.y = tf.strided_slice(data, [0, self.index * n + 1], [b, (self.index + 1) * n + 1])
-            self.x.set_shape([b, n])
-            self.y.set_shape([b, n])
-            self.total = v1.Variable(0, dtype=tf.int64, trainable=False, name="total")
-            self.step = self.total.assign_add(batch_checksum(self.x, self.y))
-            init = v1.global_variables_initializer()
-        self.session = v1.Session(graph=self.graph)
-        self.session.run(init)
-        self.coord = v1.train.Coordinator()
-        with self.graph.as_default():  # start_queue_runners reads the queue runners of the default graph
-            self.threads = v1.train.start_queue_runners(sess=self.session, coord=self.coord)
-        self.closed = False
-
-    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
-        """Run ``x`` and ``y`` once: one dequeue, one ``(x, y)`` pair of NumPy arrays."""
-        x, y = self.session.run([self.x, self.y])
-        return x, y
-
-    def run_steps(self, num_steps: int) -> int:
-        """Run the stand-in training step ``num_steps`` times (one ``session.run`` each); return the total."""
-        for _ in range(require_int("num_steps", num_steps, minimum=0)):
-            self.session.run(self.step.op)
-        return int(self.session.run(self.total))
-
-    def close(self) -> None:
-        """Stop and join the queue runner threads, then close the session (safe to call twice)."""
-        if self.closed:
-            return
-        self.coord.request_stop()
-        self.coord.join(self.threads)
-        self.session.close()
-        self.closed = True
-
-    def __enter__(self) -> "QueuePipeline":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def ptb_batches_v1(raw_ids: Any, batch_size: int, num_steps: int, num_batches: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The first ``num_batches`` batches of the TF1 PTB producer (wrapping around epochs like the queue).
-
-    Builds a ``tf.compat.v1`` graph (range input producer, strided slices), starts a coordinator and
-    queue runners, runs ``(x, y)`` ``num_batches`` times and stops everything cleanly.
-
-    >>> batches = ptb_batches_v1(range(20), batch_size=2, num_steps=3, num_batches=4)
-    >>> [int(x[0, 0]) for x, _ in batches]  # 20 tokens give 3 windows per epoch, then window 0 again
-    [0, 3, 6, 0]
-    """
-    num_batches = require_int("num_batches", num_batches, minimum=1)
-    with QueuePipeline(raw_ids, batch_size, num_steps) as pipe:
-        return [pipe.next_batch() for _ in range(num_batches)]
 
 
 # --------------------------------------------------------------------------- cost

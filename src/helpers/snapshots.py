@@ -339,45 +339,27 @@ def measure_copy_costs(
     rounds: int = 5,
     warmup: int = 1,
 ) -> dict[str, float]:
-    """Seconds per training step of ``step(*batch)`` alone (key ``"train step"``) and the extra
-    seconds each copy method adds when it runs right before that step.
+    """Seconds per training step ``step(*batch)`` alone (key ``"train step alone"``) and right after
+    each copy method (key ``"<method> + step"``): totals, never differences, so each is > 0.
 
     Each copy is timed **together with the step that follows it**: an on-device assign may share the
     source's buffer and pay for the copy only when the step writes the source. The rounds interleave
-    a step alone and a copy + step for every method, so all methods see the same machine load. A
-    copy's cost is the fastest of its ``rounds`` copy + step samples minus the fastest of the
-    ``rounds`` steps alone timed just before them (fastest = least disturbed, as ``timeit`` advises).
+    the step alone and every copy + step (:func:`helpers.measure.interleaved`), and each keeps its
+    fastest run (the least disturbed, as ``timeit`` advises). What a copy adds is its total minus
+    the step alone; that difference can be at or below zero within timer noise.
 
     >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     >>> step = make_train_step(net, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))
     >>> past = snapshot(net)
     >>> costs = measure_copy_costs(step, (tf.ones((4, 3)), tf.zeros((4, 1))), {"sync": lambda: sync(net, past)})
     >>> sorted(costs)
-    ['sync', 'train step']
+    ['sync + step', 'train step alone']
     """
-    import time
+    from helpers import measure
 
-    require_int("rounds", rounds, minimum=1)
-    require_int("warmup", warmup, minimum=0)
     if not methods:
         raise ValueError("methods must name at least one copy method")
-
-    def timed(copy: Callable[[], Any] | None) -> float:
-        start = time.perf_counter()
-        if copy is not None:
-            copy()
-        float(step(*batch))  # wait for the step's result (and any copy it had to make first)
-        return time.perf_counter() - start
-
-    for _ in range(warmup):
-        timed(None)
-        for copy in methods.values():
-            timed(copy)
-    alone: dict[str, list[float]] = {name: [] for name in methods}
-    with_copy: dict[str, list[float]] = {name: [] for name in methods}
-    for _ in range(rounds):
-        for name, copy in methods.items():
-            alone[name].append(timed(None))
-            with_copy[name].append(timed(copy))
-    costs = {n: min(with_copy[n]) - min(alone[n]) for n in methods}
-    return {"train step": min(min(v) for v in alone.values()), **costs}
+    fns: dict[str, Callable[[], Any]] = {"train step alone": lambda: step(*batch)}
+    for name, copy in methods.items():
+        fns[f"{name} + step"] = lambda copy=copy: (copy(), step(*batch))[1]
+    return measure.interleaved(fns, rounds=rounds, warmup=warmup, statistic="min")

@@ -1,38 +1,72 @@
-"""Checkers for the notebooks' "Your turn" exercises.
+"""Checkers for the notebooks' "Your turn" exercises, graded by nbgrader in a classroom.
 
-A checker runs the learner's code on cases it builds itself, prints one line on success, and
-raises :class:`CheckFailed` with a hint on failure. It never prints the expected solution.
-One submodule per topic (``helpers.exercises.decoupling`` ...) holds that notebook's checkers.
+Every exercise is two cells. The answer cell holds the solution between nbgrader's markers
+``### BEGIN SOLUTION`` and ``### END SOLUTION``. The checker cell right after it starts with a line
+that gives its points, and calls a checker through :func:`checker`::
+
+    # Graded: 3 points
+    from helpers.exercises import checker
+    checker("accumulation").check_accumulate(accumulate)
+
+A checker runs the learner's code on cases it builds itself, prints one ``Correct: ...`` line on
+success, and raises :class:`CheckFailed` with a hint on failure; it never prints the solution. A
+failure shows as one line in the notebook and in nbgrader's feedback, not as a traceback of checker
+code. One submodule per topic holds that notebook's checkers.
+
+:func:`checker` loads a fresh copy of the topic's checker module, and of the pieces checkers are
+built from (:mod:`helpers.exercises._core`), from their files at every call: an answer cell that
+patched an imported checker, its hints, tolerances or ``expect``/``passed`` cannot change what the
+checker cell checks. (A learner who rewrites Python's import machinery can fool any checker running
+in their own kernel; teachers read the answers too.)
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import importlib.util
+import sys
+from types import ModuleType
+
+__all__ = ["CheckFailed", "checker", "call_learner", "expect", "passed", "TOPICS"]
+
+TOPICS = ("decoupling", "accumulation", "batching", "validation", "snapshots")
 
 
 class CheckFailed(AssertionError):
-    """Raised by a checker: the message says what is wrong, not what the answer is."""
+    """Raised by a checker: the message says what is wrong, not what the answer is.
+
+    IPython shows it as one line (``_render_traceback_``), so a notebook and nbgrader's feedback show
+    the hint, not the checker's source.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"CheckFailed: {self}"]
 
 
-def call_learner(fn: Callable[..., Any], *args: Any, name: str | None = None, **kwargs: Any) -> Any:
-    """Call the learner's ``fn``; turn the student stub's ``NotImplementedError`` into feedback."""
-    if not callable(fn):
-        raise CheckFailed(f"expected a function, got {type(fn).__name__}")
-    label = name or getattr(fn, "__name__", "your function")
+from helpers.exercises._core import call_learner, expect, passed  # noqa: E402  (needs CheckFailed)
+
+
+def _fresh(name: str) -> ModuleType:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def checker(topic: str) -> ModuleType:
+    """A fresh copy of ``helpers/exercises/<topic>.py``, loaded from its file now.
+
+    >>> checker("accumulation").check_accumulate.__name__
+    'check_accumulate'
+    """
+    if topic not in TOPICS:
+        raise ValueError(f"topic must be one of {', '.join(TOPICS)}, got {topic!r}")
+    core_name = "helpers.exercises._core"
+    installed = sys.modules.get(core_name)
+    sys.modules[core_name] = _fresh(core_name)  # the fresh checker imports the fresh pieces
     try:
-        return fn(*args, **kwargs)
-    except NotImplementedError:
-        raise CheckFailed(
-            f"`{label}` is not written yet: replace `raise NotImplementedError()` with your code."
-        ) from None
-
-
-def expect(condition: bool, hint: str) -> None:
-    """Raise :class:`CheckFailed` with ``hint`` unless ``condition`` holds."""
-    if not condition:
-        raise CheckFailed(hint)
-
-
-def passed(message: str) -> None:
-    """Print the success line (deterministic, so nbval can check it)."""
-    print(f"Correct: {message}")
+        return _fresh(f"helpers.exercises.{topic}")
+    finally:
+        if installed is not None:
+            sys.modules[core_name] = installed

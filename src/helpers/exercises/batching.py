@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from helpers.exercises import CheckFailed, call_learner, expect, passed
+from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
 # (n_tokens, batch_size, num_steps): uneven lengths, one stream, one step, a stream length that is
 # a multiple of num_steps (where "one window too many" shows), and the notebook's corpus layout.

@@ -1,0 +1,291 @@
+"""Shared TensorFlow plumbing for every topic module: one way to do each small thing.
+
+* Input signatures that trace once for every batch size: :func:`relaxed_spec`, :func:`relaxed_signature`.
+* Examples in a batch: :func:`num_examples` (a tensor, in graphs), :func:`count_examples` (a Python int).
+* Batches the Keras way: :func:`unpack_batch` reads ``(x, y)`` and ``(x, y, sample_weight)``.
+* Argument checks that name the argument: :func:`check_model`, :func:`check_loss_fn`,
+  :func:`check_optimizer`, :func:`check_dataset`, :func:`check_finite`.
+* The loss the way Keras counts it: :func:`scalar_loss` refuses a per-example loss,
+  :func:`regularization_loss` sums ``model.losses``, :func:`total_loss` adds the two.
+* Models: :func:`trainable_key` (changes when a layer is frozen or unfrozen), :func:`tf_variable`.
+* Devices: :func:`wait_for_device` (GPU work is asynchronous; timers must wait for it).
+
+Calling convention of the workbook: a batch is ``(x, y)`` (or Keras' ``(x, y, sample_weight)``);
+``loss_fn(y_true, y_pred)`` returns the scalar mean loss over the batch (any Keras loss object);
+models are Keras 3 models.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import tensorflow as tf
+import keras
+
+__all__ = [
+    "relaxed_spec", "relaxed_signature", "num_examples", "count_examples", "unpack_batch",
+    "check_model", "check_loss_fn", "check_optimizer", "check_dataset", "check_finite",
+    "scalar_loss", "regularization_loss", "total_loss", "trainable_key", "tf_variable",
+    "wait_for_device", "loss_name",
+]
+
+
+# --------------------------------------------------------------------------- input signatures
+
+
+def relaxed_spec(value: Any, *, keep: str = "inner") -> tf.TypeSpec:
+    """The type spec of ``value`` (a tensor, ragged tensor or spec) with its batch dimension open.
+
+    ``keep="inner"`` (default) leaves only the first dimension open, so every batch size shares
+    one trace; ``keep="last"`` opens every dimension but the last (batch sizes *and* inner sizes
+    such as atom counts or sequence lengths).
+
+    >>> relaxed_spec(tf.zeros([8, 3]))
+    TensorSpec(shape=(None, 3), dtype=tf.float32, name=None)
+    >>> relaxed_spec(tf.zeros([8, 5, 3]), keep="last").shape.as_list()
+    [None, None, 3]
+    """
+    if keep not in ("inner", "last"):
+        raise ValueError(f"keep must be 'inner' or 'last', got {keep!r}")
+    spec = value if isinstance(value, tf.TypeSpec) else tf.type_spec_from_value(
+        value if isinstance(value, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)) else tf.convert_to_tensor(value))
+    shape = spec.shape
+    if shape.rank is None or shape.rank == 0:
+        return spec
+    dims = shape.as_list()
+    if keep == "inner":
+        dims = [None] + dims[1:]
+    else:
+        dims = [None] * (len(dims) - 1) + dims[-1:] if len(dims) > 1 else [None]
+    if isinstance(spec, tf.RaggedTensorSpec):
+        return tf.RaggedTensorSpec(dims, spec.dtype, spec.ragged_rank, spec.row_splits_dtype)
+    if isinstance(spec, tf.TensorSpec):
+        return tf.TensorSpec(dims, spec.dtype)
+    return spec
+
+
+def relaxed_signature(structure: Any, *, keep: str = "inner") -> Any:
+    """:func:`relaxed_spec` applied to every leaf of a nested structure (``(x, y)``, dicts ...).
+
+    >>> relaxed_signature((tf.zeros([4, 2]), tf.zeros([4])))
+    (TensorSpec(shape=(None, 2), dtype=tf.float32, name=None), TensorSpec(shape=(None,), dtype=tf.float32, name=None))
+    """
+    return tf.nest.map_structure(lambda leaf: relaxed_spec(leaf, keep=keep), structure)
+
+
+# --------------------------------------------------------------------------- examples and batches
+
+
+def num_examples(x: Any) -> tf.Tensor:
+    """Number of examples in ``x`` as an int64 tensor (first input's leading dimension; rows of a
+    ragged tensor). Works in graphs.
+
+    >>> int(num_examples(tf.zeros([5, 3])))
+    5
+    >>> int(num_examples({"a": tf.ragged.constant([[1], [2, 3]])}))
+    2
+    """
+    first = tf.nest.flatten(x, expand_composites=False)[0]
+    if isinstance(first, tf.RaggedTensor):
+        return tf.cast(first.nrows(), tf.int64)
+    return tf.shape(first, out_type=tf.int64)[0]
+
+
+def count_examples(x: Any) -> int:
+    """:func:`num_examples` as a Python int, from the static shape when known (no device sync).
+
+    >>> count_examples(tf.zeros([7, 2]))
+    7
+    """
+    first = tf.nest.flatten(x, expand_composites=False)[0]
+    if not isinstance(first, tf.RaggedTensor):
+        shape = getattr(first, "shape", None)
+        if shape is not None and len(shape) > 0 and shape[0] is not None:
+            return int(shape[0])
+    return int(num_examples(x))
+
+
+def unpack_batch(element: Any, name: str) -> tuple[Any, Any, Any]:
+    """``(x, y)`` or Keras' ``(x, y, sample_weight)`` as ``(x, y, sample_weight or None)``.
+
+    A third element is always a sample weight, as in ``model.fit``; anything else (a bare tensor, a
+    dict, four elements) is a ``TypeError`` naming ``name``.
+
+    >>> x, y, w = unpack_batch((tf.zeros([2, 1]), tf.zeros([2])), "batch")
+    >>> w is None
+    True
+    """
+    if isinstance(element, (tuple, list)) and len(element) in (2, 3):
+        return element[0], element[1], (element[2] if len(element) == 3 else None)
+    raise TypeError(f"{name} must be an (x, y) pair or an (x, y, sample_weight) triple, "
+                    f"got {_describe(element)}")
+
+
+def _describe(element: Any) -> str:
+    if isinstance(element, (tuple, list)):
+        return f"a {type(element).__name__} of {len(element)} elements"
+    return f"a {type(element).__name__}"
+
+
+# --------------------------------------------------------------------------- argument checks
+
+
+def check_model(model: Any, name: str = "model", *, built: bool = False) -> keras.Model:
+    """``model`` if it is a Keras model (and, with ``built=True``, has been built), else a clear error.
+
+    >>> check_model("net")
+    Traceback (most recent call last):
+    ...
+    TypeError: model must be a Keras model, got str
+    """
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"{name} must be a Keras model, got {type(model).__name__}")
+    if built and not model.built:
+        raise ValueError(f"{name} ({model.name!r}) was never built: it has no variables yet. "
+                         "Call it once on a batch (or build it) first.")
+    return model
+
+
+def check_loss_fn(loss_fn: Any, name: str = "loss_fn") -> Callable:
+    """``loss_fn`` if callable as ``loss_fn(y_true, y_pred)``, else a ``TypeError`` naming it."""
+    if not callable(loss_fn) or isinstance(loss_fn, type):
+        raise TypeError(f"{name} must be callable as {name}(y_true, y_pred), such as "
+                        f"keras.losses.MeanSquaredError(); got {type(loss_fn).__name__}")
+    return loss_fn
+
+
+def check_optimizer(optimizer: Any, name: str = "optimizer") -> keras.optimizers.Optimizer:
+    """``optimizer`` if it is a Keras optimizer, else a ``TypeError`` naming it."""
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError(f"{name} must be a Keras optimizer such as keras.optimizers.SGD(0.1), "
+                        f"got {type(optimizer).__name__}")
+    return optimizer
+
+
+def check_dataset(dataset: Any, name: str = "dataset") -> tf.data.Dataset:
+    """``dataset`` if it is a ``tf.data.Dataset``, else a ``TypeError`` naming it."""
+    if not isinstance(dataset, tf.data.Dataset):
+        raise TypeError(f"{name} must be a tf.data.Dataset, got {type(dataset).__name__}")
+    return dataset
+
+
+def check_finite(dataset: Any, name: str = "dataset", *, steps: int | None = None) -> None:
+    """Refuse a dataset that would make a full pass run forever, unless ``steps`` bounds the pass.
+
+    ``tf.data`` datasets: an infinite cardinality (``.repeat()``, an endless generator declared as
+    such) is a ``ValueError`` naming ``name``; a known empty one too. Other iterables: a Python
+    iterator cannot say whether it ends, so it passes (document that the caller must bound it).
+
+    >>> check_finite(tf.data.Dataset.range(3).repeat(), "val_ds")
+    Traceback (most recent call last):
+    ...
+    ValueError: val_ds is infinite (it repeats or never ends), so one pass over it would never finish: pass a finite dataset (no .repeat(), or .take(n) first), or bound the pass with steps=...
+    """
+    if steps is not None or not isinstance(dataset, tf.data.Dataset):
+        return
+    cardinality = int(dataset.cardinality())
+    if cardinality == tf.data.INFINITE_CARDINALITY:
+        raise ValueError(f"{name} is infinite (it repeats or never ends), so one pass over it would never "
+                         "finish: pass a finite dataset (no .repeat(), or .take(n) first), or bound the "
+                         "pass with steps=...")
+    if cardinality == 0:
+        raise ValueError(f"{name} is empty: it holds no batch")
+
+
+# --------------------------------------------------------------------------- the loss, as Keras counts it
+
+
+def loss_name(loss_fn: Callable) -> str:
+    """A readable name for ``loss_fn`` in messages (``MeanSquaredError``, ``mean_squared_error``)."""
+    if isinstance(loss_fn, keras.losses.Loss):
+        return type(loss_fn).__name__
+    return getattr(loss_fn, "__name__", type(loss_fn).__name__)
+
+
+def scalar_loss(loss_fn: Callable, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
+    """``loss_fn(y_true, y_pred[, sample_weight])``, refused unless it is one number for the batch.
+
+    A per-example loss (``keras.losses.mean_squared_error``, a loss object with
+    ``reduction=None``) returns one value per example; a helper that multiplies it by a batch size
+    or hands it to ``GradientTape.gradient`` would silently compute something else. The check
+    uses the static rank, so it fails when a ``tf.function`` is traced, before any weight changes.
+    Sample weights need a Keras loss object (plain functions take no weights).
+
+    >>> scalar_loss(keras.losses.mean_squared_error, tf.zeros([4, 1]), tf.ones([4, 1]))
+    Traceback (most recent call last):
+    ...
+    ValueError: loss_fn mean_squared_error returned shape (4,), one value per example: pass a loss that reduces to the batch mean, such as keras.losses.MeanSquaredError(), or wrap yours in tf.reduce_mean
+    """
+    if sample_weight is None:
+        loss = loss_fn(y_true, y_pred)
+    elif isinstance(loss_fn, keras.losses.Loss):
+        loss = loss_fn(y_true, y_pred, sample_weight=sample_weight)
+    else:
+        raise TypeError(f"the batch has sample weights, but loss_fn {loss_name(loss_fn)} is a plain function "
+                        "that cannot take them: use a keras.losses.Loss object (it weights each example), "
+                        "or drop the weights from the dataset")
+    loss = tf.convert_to_tensor(loss)
+    if loss.shape.rank != 0:
+        raise ValueError(f"loss_fn {loss_name(loss_fn)} returned shape {tuple(loss.shape)}, one value per "
+                         "example: pass a loss that reduces to the batch mean, such as "
+                         "keras.losses.MeanSquaredError(), or wrap yours in tf.reduce_mean")
+    return loss
+
+
+def regularization_loss(model: keras.Model, dtype: Any = None) -> tf.Tensor:
+    """The sum of ``model.losses`` (kernel regularisers, ``add_loss``) as Keras adds it to the loss.
+
+    Read it inside the ``GradientTape`` and after the forward pass: weight regularisers are computed
+    from the current weights, activity regularisers and ``add_loss`` from that forward pass.
+
+    >>> net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, kernel_regularizer="l2")])
+    >>> float(regularization_loss(net)) > 0
+    True
+    """
+    losses = [tf.convert_to_tensor(loss) for loss in model.losses]
+    dtype = tf.as_dtype(dtype) if dtype is not None else (losses[0].dtype if losses else tf.float32)
+    if not losses:
+        return tf.zeros([], dtype)
+    return tf.add_n([tf.cast(tf.reduce_sum(loss), dtype) for loss in losses])
+
+
+def total_loss(model: keras.Model, loss_fn: Callable, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
+    """:func:`scalar_loss` plus :func:`regularization_loss`: the loss Keras' ``fit`` minimises and
+    ``evaluate`` reports for a model compiled with ``loss_fn``."""
+    loss = scalar_loss(loss_fn, y_true, y_pred, sample_weight)
+    return loss + regularization_loss(model, loss.dtype)
+
+
+# --------------------------------------------------------------------------- models and variables
+
+
+def trainable_key(model: keras.Model) -> tuple[int, ...]:
+    """Identity of the model's *current* trainable variables: it changes when a layer is frozen or
+    unfrozen, so a compiled step cached under it is rebuilt instead of training the old set.
+
+    >>> net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> before = trainable_key(net); net.layers[0].trainable = False
+    >>> trainable_key(net) == before, trainable_key(net)
+    (False, ())
+    """
+    return tuple(id(v) for v in model.trainable_variables)
+
+
+def tf_variable(variable: Any) -> tf.Variable:
+    """The ``tf.Variable`` inside a Keras 3 variable (a ``MirroredVariable`` under a strategy).
+
+    Hand this to compiled code that assigns: ``keras.Variable.value`` may be an autocast copy."""
+    return getattr(variable, "_value", variable)
+
+
+# --------------------------------------------------------------------------- devices
+
+
+def wait_for_device() -> None:
+    """Block until every op already launched on every device has finished.
+
+    GPU kernels run asynchronously: a Python call returns when its kernels are *queued*. A timer
+    that stops without waiting measures launches, not work. Call it eagerly (not inside
+    ``tf.function``); on a CPU with synchronous execution it returns at once.
+    """
+    tf.test.experimental.sync_devices()

@@ -1,0 +1,275 @@
+"""The TF1 baselines, re-created under ``tf.compat.v1`` (the notebooks' "Then (TF1)" sections,
+the tests and the benchmarks).
+
+* :func:`session`: the one way every baseline opens a TF1 session: on its own graph, variables
+  initialised, queue runners started if asked, every op bounded by a time-out (a read from an empty
+  queue raises ``DeadlineExceededError`` instead of hanging the kernel), and on exit the threads
+  stopped and joined and the session closed.
+* :class:`QueuePipeline` and :func:`ptb_batches`: the PTB producer (notebook 03): a range queue
+  hands out the window index, strided slices cut the batch.
+* :class:`ValidationPasses`: a TF1 copy of a Keras MLP with two ways to run a validation pass
+  (notebook 04): the source's new session + restore + queue runners, and the TF1 fix, a re-initialised
+  ``tf.data`` iterator in one long-lived session.
+
+Nothing here calls ``tf.compat.v1.disable_eager_execution()``: every graph is built inside
+``with graph.as_default():`` and the rest of the process stays TF2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from helpers.arguments import require_int
+from helpers.batching import as_token_ids, batch_checksum, ptb_layout
+from helpers.validation import chunk_examples, collect, generated_dataset
+
+__all__ = ["session", "QueuePipeline", "ptb_batches", "ValidationPasses", "DEFAULT_TIMEOUT_MS"]
+
+v1 = tf.compat.v1
+DEFAULT_TIMEOUT_MS = 10_000
+
+
+@contextlib.contextmanager
+def session(graph: tf.Graph, *, queue_runners: bool = False, initialize: bool = True,
+            prepare: Callable[[Any], None] | None = None, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Iterator[Any]:
+    """A ``tf.compat.v1.Session`` on ``graph``, ready to run; everything stopped and closed on exit.
+
+    Global and local variables are initialised (``initialize=False`` to restore them instead),
+    then ``prepare(sess)`` runs if given (restore a checkpoint there), then queue runners are started under a ``Coordinator`` when ``queue_runners`` is true, and every op
+    fails after ``timeout_ms`` milliseconds instead of blocking forever (a dequeue from a queue that
+    nobody fills). On exit, also after an error: stop the coordinator, join its threads, close.
+    The session's ``queue_threads`` attribute lists the queue runners' threads.
+
+    >>> graph = tf.Graph()
+    >>> with graph.as_default():
+    ...     counter = tf.compat.v1.train.range_input_producer(3, shuffle=False).dequeue()
+    >>> with session(graph, queue_runners=True) as sess:
+    ...     [int(sess.run(counter)) for _ in range(4)]
+    [0, 1, 2, 0]
+    """
+    if not isinstance(graph, tf.Graph):
+        raise TypeError(f"graph must be a tf.Graph, got {type(graph).__name__}")
+    require_int("timeout_ms", timeout_ms, minimum=1)
+    config = v1.ConfigProto(operation_timeout_in_ms=timeout_ms)
+    sess = v1.Session(graph=graph, config=config)
+    coord, threads = None, []
+    try:
+        with graph.as_default():
+            if initialize:
+                sess.run([v1.global_variables_initializer(), v1.local_variables_initializer()])
+            if prepare is not None:
+                prepare(sess)
+            if queue_runners:
+                coord = v1.train.Coordinator()
+                threads = v1.train.start_queue_runners(sess=sess, coord=coord)
+        sess.queue_threads = threads  # for tests and for the curious: the queue runners' threads
+        yield sess
+    finally:
+        if coord is not None:
+            coord.request_stop()
+            coord.join(threads, stop_grace_period_secs=timeout_ms / 1000)
+        sess.close()
+
+
+# --------------------------------------------------------------------------- notebook 03: the PTB producer
+
+
+class QueuePipeline:
+    """The PTB producer the TF1 way: a graph, a range queue, queue runners and a session.
+
+    ``x`` and ``y`` are defined once and depend on a dequeue, so every ``session.run`` that
+    evaluates them takes the next window. Use it as a context manager: on exit the queue runners
+    are stopped and joined and the session is closed (see :func:`session`). ``step`` is a stand-in
+    training step that adds :func:`helpers.batching.batch_checksum` of the batch to a variable.
+
+    >>> with QueuePipeline(range(20), batch_size=2, num_steps=3) as pipe:
+    ...     first, second = pipe.next_batch(), pipe.next_batch()
+    >>> second[0].tolist()
+    [[3, 4, 5], [13, 14, 15]]
+    """
+
+    def __init__(self, raw_ids: Any, batch_size: int, num_steps: int, *, timeout_ms: int = DEFAULT_TIMEOUT_MS):
+        ids = as_token_ids(raw_ids)
+        self.layout = ptb_layout(len(ids), batch_size, num_steps)
+        b, n, length = self.layout.batch_size, self.layout.num_steps, self.layout.batch_len
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            raw = tf.constant(ids, dtype=tf.int32, name="raw_data")
+            data = tf.reshape(raw[: b * length], [b, length])
+            self.index = v1.train.range_input_producer(self.layout.epoch_size, shuffle=False).dequeue()
+            self.x = tf.strided_slice(data, [0, self.index * n], [b, (self.index + 1) * n])
+            self.y = tf.strided_slice(data, [0, self.index * n + 1], [b, (self.index + 1) * n + 1])
+            self.x.set_shape([b, n])
+            self.y.set_shape([b, n])
+            self.total = v1.Variable(0, dtype=tf.int64, trainable=False, name="total")
+            self.step = self.total.assign_add(batch_checksum(self.x, self.y))
+        self._context = session(self.graph, queue_runners=True, timeout_ms=timeout_ms)
+        self.session = self._context.__enter__()
+        self.closed = False
+
+    @property
+    def threads(self) -> list:
+        """The queue runners' threads (alive until :meth:`close`)."""
+        return self.session.queue_threads
+
+    def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """Run ``x`` and ``y`` once: one dequeue, one ``(x, y)`` pair of NumPy arrays."""
+        x, y = self.session.run([self.x, self.y])
+        return x, y
+
+    def run_steps(self, num_steps: int) -> int:
+        """Run the stand-in training step ``num_steps`` times (one ``session.run`` each); return the total."""
+        for _ in range(require_int("num_steps", num_steps, minimum=0)):
+            self.session.run(self.step.op)
+        return int(self.session.run(self.total))
+
+    def close(self) -> None:
+        """Stop and join the queue runner threads, then close the session (safe to call twice)."""
+        if not self.closed:
+            self.closed = True
+            self._context.__exit__(None, None, None)
+
+    def __enter__(self) -> "QueuePipeline":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def ptb_batches(raw_ids: Any, batch_size: int, num_steps: int, num_batches: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The first ``num_batches`` batches of the TF1 PTB producer (wrapping around epochs like the queue).
+
+    >>> batches = ptb_batches(range(20), batch_size=2, num_steps=3, num_batches=4)
+    >>> [int(x[0, 0]) for x, _ in batches]  # 20 tokens give 3 windows per epoch, then window 0 again
+    [0, 3, 6, 0]
+    """
+    num_batches = require_int("num_batches", num_batches, minimum=1)
+    with QueuePipeline(raw_ids, batch_size, num_steps) as pipe:
+        return [pipe.next_batch() for _ in range(num_batches)]
+
+
+# --------------------------------------------------------------------------- notebook 04: validation passes
+
+
+class ValidationPasses:
+    """A TF1 copy of a Keras MLP with two ways to run a validation pass (Cost section, benchmark).
+
+    The graph holds the model as ``tf.compat.v1`` ops (``Dense`` layers: ReLU between, linear last),
+    initialised from ``weights`` (``model.get_weights()``) and saved once as a snapshot, plus two
+    input pipelines over the same :func:`helpers.validation.generated_dataset` examples:
+
+    * :meth:`pass_new_session`: the source's workaround. A validation *queue* (``num_epochs=1``)
+      closes after one pass, so every pass opens a new session, restores the snapshot, starts the
+      queue runners, reads until ``OutOfRangeError``, stops the threads and closes the session.
+    * :meth:`pass_same_session`: the TF1 fix. An initializable ``tf.data`` iterator in the one
+      long-lived session is re-initialised for each pass (feed its handle to share the model's
+      input with a training iterator).
+
+    With ``in_memory=True`` the examples are generated once, up front, and both pipelines read them
+    from memory (``slice_input_producer`` / ``from_tensor_slices``): this isolates the cost of the
+    pipelines from the cost of the generator.
+
+    Both return ``{"loss": mean squared error over examples, "examples": n}``. Call :meth:`close`
+    (or use ``with``) to close the long-lived session.
+
+    >>> import tempfile, keras
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    >>> with tempfile.TemporaryDirectory() as folder, ValidationPasses(
+    ...         model.get_weights(), chunks=3, batch_size=4, seed=1, snapshot_dir=folder) as passes:
+    ...     passes.pass_new_session()["examples"] == passes.pass_same_session()["examples"]
+    True
+    """
+
+    def __init__(self, weights: Sequence[np.ndarray], *, chunks: int, batch_size: int, seed: int,
+                 snapshot_dir: str, in_memory: bool = False, timeout_ms: int = DEFAULT_TIMEOUT_MS):
+        if len(weights) < 2 or len(weights) % 2:
+            raise ValueError(f"weights must be kernel/bias pairs of Dense layers, got {len(weights)} arrays")
+        require_int("chunks", chunks, minimum=1)
+        require_int("batch_size", batch_size, minimum=1)
+        self._timeout_ms = require_int("timeout_ms", timeout_ms, minimum=1)
+        features = int(np.shape(weights[0])[0])
+        if in_memory:
+            x_all, y_all, _ = collect(generated_dataset(chunks, batch_size, seed=seed, features=features))
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            variables = [v1.Variable(np.asarray(w, np.float32), name=f"layer{i // 2}_{'kb'[i % 2]}")
+                         for i, w in enumerate(weights)]
+
+            def sums(x, y):
+                h = x
+                for i in range(0, len(variables), 2):
+                    h = tf.matmul(h, variables[i]) + variables[i + 1]
+                    if i + 2 < len(variables):
+                        h = tf.nn.relu(h)
+                return tf.reduce_sum(tf.square(h - y)), tf.shape(x)[0]
+
+            if in_memory:
+                # The examples generated once, up front (to measure the pipelines without the generator).
+                x, y = v1.train.slice_input_producer([x_all, y_all], num_epochs=1, shuffle=False)
+                qx, qy = v1.train.batch([x, y], batch_size, num_threads=1, allow_smaller_final_batch=True)
+                dataset = tf.data.Dataset.from_tensor_slices((x_all, y_all)).batch(batch_size)
+            else:
+                # The source's pipeline: raw chunks -> generator (a py_func) -> tf.train.batch queue.
+                chunk = v1.train.range_input_producer(chunks, num_epochs=1, shuffle=False).dequeue()
+                x, y = v1.py_func(lambda c: chunk_examples(int(c), seed=seed, features=features),
+                                  [chunk], [tf.float32, tf.float32], stateful=False)
+                x.set_shape([None, features])
+                y.set_shape([None, 1])
+                qx, qy = v1.train.batch([x, y], batch_size, enqueue_many=True, num_threads=1,
+                                        allow_smaller_final_batch=True)
+                dataset = generated_dataset(chunks, batch_size, seed=seed, features=features, with_ids=False)
+            self._queue_sums = sums(qx, qy)
+
+            # The TF1 fix: a tf.data iterator over the same examples, re-initialised in place.
+            self._iterator = v1.data.make_initializable_iterator(dataset)
+            self._iterator_sums = sums(*self._iterator.get_next())
+            self._saver = v1.train.Saver(variables)
+        self._context = session(self.graph, timeout_ms=timeout_ms)
+        self.session = self._context.__enter__()
+        os.makedirs(snapshot_dir, exist_ok=True)
+        with self.graph.as_default():
+            self.snapshot = self._saver.save(self.session, os.path.join(snapshot_dir, "model.ckpt"))
+
+    @staticmethod
+    def _drain(sess: Any, fetch: Any) -> dict[str, Any]:
+        total, count = 0.0, 0
+        try:
+            while True:
+                batch_sum, n = sess.run(fetch)
+                total, count = total + float(batch_sum), count + int(n)
+        except tf.errors.OutOfRangeError:
+            pass
+        return {"loss": total / count if count else math.nan, "examples": count}
+
+    def pass_new_session(self) -> dict[str, Any]:
+        """One pass the source's way: new session + restore snapshot + queue runners."""
+        def restore(sess: Any) -> None:
+            sess.run(v1.local_variables_initializer())  # the epoch counter of num_epochs=1
+            self._saver.restore(sess, self.snapshot)
+
+        with session(self.graph, queue_runners=True, initialize=False, prepare=restore,
+                     timeout_ms=self._timeout_ms) as sess:
+            return self._drain(sess, self._queue_sums)
+
+    def pass_same_session(self) -> dict[str, Any]:
+        """One pass the TF1-fix way: re-initialise the iterator in the long-lived session."""
+        self.session.run(self._iterator.initializer)
+        return self._drain(self.session, self._iterator_sums)
+
+    def close(self) -> None:
+        """Close the long-lived session (safe to call twice)."""
+        if self._context is not None:
+            self._context.__exit__(None, None, None)
+            self._context = None
+
+    def __enter__(self) -> "ValidationPasses":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
