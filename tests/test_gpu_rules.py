@@ -293,7 +293,8 @@ def test_the_raise_check_catches_ops_without_a_deterministic_gpu_kernel():
         tf.function(lambda ids: tf.math.bincount(ids)).get_concrete_function(tf.TensorSpec([None], tf.int32))
         tf.function(lambda x, y: tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(features=x, labels=y)
                     ).get_concrete_function(tf.TensorSpec([None, 3]), tf.TensorSpec([None], tf.int32))
-    assert {node.op for node in nodes if _raises_on_gpu(node)} == {"DenseBincount", "SparseSoftmaxCrossEntropyWithLogits"}
+    caught = {node.op for node in nodes if _raises_on_gpu(node)}
+    assert caught == {"DenseBincount", "SparseSoftmaxCrossEntropyWithLogits"}
 
 
 def test_ragged_rows_from_int32_ids_would_raise_on_a_gpu_and_int64_ids_would_not():
@@ -392,27 +393,32 @@ def test_tf_data_work_runs_on_the_host_even_inside_tf_function(traced):
 
 
 def test_a_timer_must_wait_for_asynchronous_work():
+    import threading
     import time
 
-    finished: list[int] = []
+    started, finished = threading.Event(), []
 
-    def slow(value):
+    def work(value):
+        started.wait(timeout=10)  # held until the test lets it go: no race with the checks below
         time.sleep(0.02)
         finished.append(1)
         return value
 
     @tf.function
     def step():  # returns None, like notebook 02's full_update: nothing to fetch
-        tf.numpy_function(slow, [tf.constant(1.0)], tf.float32, stateful=True)
+        tf.numpy_function(work, [tf.constant(1.0)], tf.float32, stateful=True)
 
+    started.set()
     step()
     tf.config.experimental.set_synchronous_execution(False)  # every device asynchronous, as a GPU is
     try:
+        started.clear()
         finished.clear()
-        step()  # a naive timer would stop the clock here ...
+        step()  # a naive timer would stop the clock here, before the work has even begun
         done_when_it_returned = len(finished)
+        started.set()
         plumbing.wait_for_device()
-        assert (done_when_it_returned, len(finished)) == (0, 1), "the call returned after its work: not asynchronous"
+        assert (done_when_it_returned, len(finished)) == (0, 1), "the call waited for its work: not asynchronous"
         finished.clear()
         measure.median_seconds(step, repeat=3, warmup=1)
         assert len(finished) == 4, "median_seconds returned before the work it timed had finished"
@@ -420,6 +426,7 @@ def test_a_timer_must_wait_for_asynchronous_work():
         measure.interleaved({"a": step, "b": step}, rounds=2, warmup=1)
         assert len(finished) == 6, "interleaved returned before the work it timed had finished"
     finally:
+        started.set()
         plumbing.wait_for_device()
         tf.config.experimental.set_synchronous_execution(True)
 
@@ -510,7 +517,8 @@ _LOOPS = ["snapshots.make_train_step", "accumulation.train_accumulated", "valida
 
 def _loss_scaled_step_matches_plain(loop: str) -> None:
     plain = _weight_change(lambda net: _train(loop, keras.optimizers.SGD(0.1), net))
-    scaled = _weight_change(lambda net: _train(loop, keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1)), net))
+    scaled = _weight_change(
+        lambda net: _train(loop, keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1)), net))
     assert math.isclose(scaled, plain, rel_tol=1e-3), (
         f"{loop} with LossScaleOptimizer changed the weights by {scaled:.3g} instead of {plain:.3g}: the loss "
         "was not scaled (optimizer.scale_loss) before the gradient, so apply_gradients divided unscaled "
