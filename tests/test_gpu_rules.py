@@ -561,6 +561,7 @@ def ensure_initialized(self):
         if fakes:
             options = self._compute_gpu_options()
             seen.append({"allow_growth": options.allow_growth,
+                         "visible": options.visible_device_list,
                          "limits": [list(v.memory_limit_mb) for v in options.experimental.virtual_devices]})
             self._physical_devices = [d for d in self._physical_devices if d not in fakes]
             self._visible_device_list = [d for d in self._visible_device_list if d not in fakes]
@@ -571,7 +572,9 @@ def ensure_initialized(self):
 
 context.Context.ensure_initialized = ensure_initialized
 for name, gpus, kwargs in [("1 GPU", 1, {}), ("1 GPU, replicas=2", 1, {"replicas": 2, "replica_memory_mb": 1000}),
-                           ("2 GPUs, replicas=2", 2, {"replicas": 2, "replica_memory_mb": 1000})]:
+                           ("2 GPUs, replicas=2", 2, {"replicas": 2, "replica_memory_mb": 1000}),
+                           ("3 GPUs, replicas=2", 3, {"replicas": 2, "replica_memory_mb": 1000}),
+                           ("2 GPUs, replicas=3", 2, {"replicas": 3, "replica_memory_mb": 1000})]:
     context._reset_context()
     ctx = context.context()
     ctx._initialize_physical_devices()
@@ -614,19 +617,26 @@ def test_importing_any_helper_does_not_start_the_runtime(fresh_run):
 
 
 def test_setup_hands_tensorflow_memory_growth_for_one_gpu(fresh_run):
-    assert fresh_run["1 GPU"] == {"allow_growth": True, "limits": []}
+    assert fresh_run["1 GPU"] == {"allow_growth": True, "visible": "0", "limits": []}
 
 
 def test_setup_splits_one_gpu_into_replicas_with_fixed_memory_and_no_growth(fresh_run):
-    assert fresh_run["1 GPU, replicas=2"] == {"allow_growth": False, "limits": [[1000.0, 1000.0]]}
+    assert fresh_run["1 GPU, replicas=2"] == {"allow_growth": False, "visible": "0", "limits": [[1000.0, 1000.0]]}
 
 
-@pytest.mark.xfail(strict=True, reason="runtime.setup splits only GPU 0: GPU 1 stays a third, whole-memory "
-                                       "replica without memory growth (docs/gpu.md, set-up order)")
-def test_setup_on_two_gpus_gives_exactly_the_replicas_asked_for(fresh_run):
-    # TensorFlow makes one logical GPU of every GPU whose entry in `limits` is empty.
-    limits = fresh_run["2 GPUs, replicas=2"]["limits"]
-    assert sum(len(entry) or 1 for entry in limits) == 2
+def _logical_gpus(options: dict) -> int:
+    # TensorFlow makes one logical GPU of every visible GPU, or one per entry of its memory limits.
+    visible = [d for d in options["visible"].split(",") if d]
+    limits = options["limits"] or [[] for _ in visible]
+    return sum(len(entry) or 1 for entry in limits)
+
+
+@pytest.mark.parametrize("machine, growth", [("2 GPUs, replicas=2", True), ("3 GPUs, replicas=2", True),
+                                             ("2 GPUs, replicas=3", False)])
+def test_setup_on_several_gpus_gives_exactly_the_replicas_asked_for(fresh_run, machine, growth):
+    options = fresh_run[machine]
+    assert _logical_gpus(options) == int(machine[-1])
+    assert options["allow_growth"] is growth  # one GPU per replica: growth; a split GPU: fixed limits
 
 
 def test_the_gpu_check_cell_in_the_docs_runs(fresh_run):

@@ -46,11 +46,12 @@ def setup(seed: int = 0, replicas: int = 1, *, replica_memory_mb: int | None = N
     In this order, because device settings are only possible before TensorFlow's first op:
 
     1. **Devices.** Memory growth on every GPU (TensorFlow then takes GPU memory as it needs it,
-       instead of reserving the whole GPU). With ``replicas=N > 1`` the first physical device is
-       split into ``N`` logical devices, so that ``tf.distribute.MirroredStrategy()`` has ``N``
-       replicas on any machine: ``N`` logical CPUs on a CPU; ``N`` logical GPUs of
-       ``replica_memory_mb`` each on a GPU (default: 80 % of the GPU's memory, from ``nvidia-smi``,
-       shared equally; a split GPU has fixed limits, so memory growth does not apply to it).
+       instead of reserving the whole GPU). With ``replicas=N > 1``, ``tf.distribute.MirroredStrategy()``
+       gets exactly ``N`` replicas on any machine: on a CPU, ``N`` logical CPUs; with ``N`` or more
+       GPUs, the first ``N`` GPUs (the others hidden); with fewer, the first GPU split into ``N``
+       logical GPUs of ``replica_memory_mb`` each (default: 80 % of its memory, from ``nvidia-smi``,
+       shared equally; a split GPU has fixed limits, so memory growth does not apply to it) and the
+       other GPUs hidden.
     2. **TensorFloat-32 off.** Ampere and newer GPUs (A100, L4, H100) otherwise round float32
        matrix products to 10 bits of mantissa, and the notebooks' exactness checks would fail.
     3. Logs quiet, Python/NumPy/TensorFlow seeded with ``seed``, op determinism on.
@@ -101,8 +102,16 @@ def _configure_devices(tf, gpus: list, replicas: int, replica_memory_mb: int | N
     """Apply the device settings; return the ones that the running runtime refused."""
     not_applied: list[str] = []
     split = None
-    if replicas > 1:
+    if replicas > 1 and len(gpus) >= replicas:
+        # Enough GPUs: one replica per GPU, each with memory growth; the others are hidden.
+        not_applied += _set_visible(tf, gpus[:replicas], gpus)
+        gpus = gpus[:replicas]
+    elif replicas > 1:
         if gpus:
+            # Fewer GPUs than replicas: split the first into `replicas` logical GPUs and hide the rest
+            # (TensorFlow refuses GPUs that differ in memory growth, and every GPU would add a replica).
+            not_applied += _set_visible(tf, gpus[:1], gpus)
+            gpus = gpus[:1]
             split = gpus[0]
             memory = replica_memory_mb or _replica_memory_mb(replicas)
             logical = [tf.config.LogicalDeviceConfiguration(memory_limit=memory) for _ in range(replicas)]
@@ -128,6 +137,17 @@ def _configure_devices(tf, gpus: list, replicas: int, replica_memory_mb: int | N
         except ValueError:
             pass  # logical devices were configured on this GPU by other code: limits apply instead
     return not_applied
+
+
+def _set_visible(tf, visible: list, gpus: list) -> list[str]:
+    """Make only ``visible`` of the ``gpus`` visible to TensorFlow; return what could not be applied."""
+    if len(visible) == len(gpus):
+        return []
+    try:
+        tf.config.set_visible_devices(visible, "GPU")
+    except RuntimeError:
+        return [f"using {len(visible)} of the {len(gpus)} GPUs"]
+    return []
 
 
 def _split_before(tf, gpus: list) -> bool:
