@@ -10,6 +10,7 @@ import tensorflow as tf
 from helpers import snapshots as S
 from helpers.exercises import CheckFailed
 from helpers.exercises.snapshots import check_remember, check_soft_update
+from helpers.snapshot_rebuild import fresh_copy
 from tests.notebook_answers import answer, stub
 
 NOTEBOOK = "05_network_snapshots"
@@ -180,6 +181,20 @@ def test_snapshot_is_independent_both_ways(kind):
     train(past)
     assert same(values(model), current)  # and training the copy leaves the current one alone
     assert not same(values(past), frozen)
+
+
+def test_fresh_copy_has_the_structure_and_fresh_values(kind):
+    keras.utils.set_random_seed(14)
+    model = BUILDERS[kind]()
+    train(model)
+    twin = fresh_copy(model)
+    assert twin.built and type(twin) is type(model)
+    assert [(e.path, tuple(e.variable.shape)) for e in S.state_paths(twin)] == \
+        [(e.path, tuple(e.variable.shape)) for e in S.state_paths(model)]
+    moving = [e.path for e in S.state_paths(model) if e.path.endswith("moving_mean")]
+    assert not np.array_equal(values(twin)[moving[0]], values(model)[moving[0]])  # values are not copied
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        fresh_copy(model.layers[-1])
 
 
 def test_snapshot_of_a_no_argument_subclass_built_by_a_call_is_a_working_model():

@@ -22,8 +22,6 @@ Calling convention of the workbook: models are Keras 3 models; a batch is an ``(
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import math
 import os
 import re
@@ -38,6 +36,7 @@ from helpers import measure
 from helpers.plumbing import (
     check_loss_fn, check_model, check_optimizer, tf_variable, total_loss, trainable_key,
 )
+from helpers.snapshot_rebuild import fresh_copy
 
 __all__ = [
     "snapshot", "sync", "state_paths", "parameter_distance", "StateEntry",
@@ -229,14 +228,12 @@ def snapshot(model: keras.Model) -> keras.Model:
     The copy has its own variables (created in ``model``'s distribution strategy, if any): later
     updates of either model never reach the other. Each layer's ``trainable`` flag is copied too.
     The copy is not compiled and has no optimizer; freeze it (``past.trainable = False``) if no
-    optimizer may train it. How the copy is built:
+    optimizer may train it. It is built by :func:`helpers.snapshot_rebuild.fresh_copy`:
 
-    * Sequential and functional models: ``keras.models.clone_model``, nested models included.
-    * A subclassed model whose class defines ``get_config()`` (or ``from_config()``): rebuilt from
-      its config. One whose ``__init__`` takes no arguments (``QNetwork()``, as DQN code often
-      writes it): constructed again. Then built by a symbolic call on the input shape the
-      original was built with (a first call or ``build``).
-    * A subclassed model whose ``__init__`` takes arguments but whose class has no ``get_config()``
+    * Sequential and functional models (nested models included): ``keras.models.clone_model``;
+    * a subclassed model whose class defines ``get_config()``: rebuilt from its config; one whose
+      ``__init__`` takes no arguments (``QNetwork()``, as DQN code often writes it): constructed again;
+    * a subclassed model whose ``__init__`` takes arguments but whose class has no ``get_config()``
       is refused (``TypeError``): Keras records only the arguments' *defaults* for a model
       subclass, so a copy rebuilt from them could differ silently (another activation, say).
       Add ``get_config()``, or build the copy yourself and fill it with :func:`sync`.
@@ -250,12 +247,7 @@ def snapshot(model: keras.Model) -> keras.Model:
     what to do), and ``ValueError`` if it was never built or its rebuilt copy differs in structure.
     """
     _check_built(model, "model")
-    strategy = _strategy_of(model)
-    with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        copy = _construct(model)
-        if not copy.built:
-            _build_like(copy, model)
-    _copy_flags(model, copy)
+    copy = fresh_copy(model)
     try:
         _pair(model, copy)
     except ValueError as error:
@@ -266,104 +258,6 @@ def snapshot(model: keras.Model) -> keras.Model:
         ) from None
     sync(model, copy)
     return copy
-
-
-_FUNCTIONAL = ("Sequential", "Functional")
-
-
-def _defined_outside_keras(cls: type, name: str) -> bool:
-    """Whether a layer class of ``cls``'s MRO, other than Keras' own, defines ``name``."""
-    return any(name in vars(c) for c in cls.__mro__
-               if issubclass(c, keras.layers.Layer) and not c.__module__.startswith("keras."))
-
-
-def _advice(layer: Any) -> str:
-    cls = type(layer).__name__
-    return (f"give {cls} a get_config() that returns its constructor arguments, or build the copy "
-            f"yourself (copy = {cls}(...); copy(x)) and fill it with snapshots.sync(model, copy)")
-
-
-def _construct(layer: Any) -> Any:
-    """A new, unbuilt layer or model of the same class and configuration as ``layer``."""
-    cls = type(layer)
-    if cls.__module__.startswith("keras.") and cls.__name__ in _FUNCTIONAL:
-        return keras.models.clone_model(layer, clone_function=_construct)  # nested layers through here
-    custom_config = _defined_outside_keras(cls, "get_config") or _defined_outside_keras(cls, "from_config")
-    if custom_config or not _defined_outside_keras(cls, "__init__"):
-        try:
-            return cls.from_config(layer.get_config())
-        except Exception as error:  # noqa: BLE001 - any failure: say what to do
-            raise TypeError(f"snapshot cannot rebuild {layer.name!r} ({cls.__name__}) from its config "
-                            f"({type(error).__name__}: {_first_line(error)}): {_advice(layer)}") from None
-    parameters = [p.name for p in inspect.signature(cls.__init__).parameters.values()
-                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][1:]
-    if isinstance(layer, keras.Model):
-        if parameters:
-            raise TypeError(
-                f"snapshot cannot tell how {layer.name!r} ({cls.__name__}) was constructed: its __init__ "
-                f"takes arguments ({', '.join(parameters)}) and Keras records only their defaults for a "
-                f"model subclass without get_config(). To copy it, {_advice(layer)}")
-        previous = keras.config.dtype_policy()
-        keras.config.set_dtype_policy(layer.dtype_policy)  # what the constructor saw
-        try:
-            return cls()
-        finally:
-            keras.config.set_dtype_policy(previous)
-    try:  # a custom layer inside a Sequential/functional model: Keras recorded its arguments
-        config = layer.get_config()
-        return cls(**{k: v for k, v in config.items() if k in parameters or _takes_kwargs(cls)})
-    except Exception as error:  # noqa: BLE001
-        raise TypeError(f"snapshot cannot rebuild layer {layer.name!r} ({cls.__name__}) "
-                        f"({type(error).__name__}: {_first_line(error)}): {_advice(layer)}") from None
-
-
-def _takes_kwargs(cls: type) -> bool:
-    return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values())
-
-
-def _build_like(copy: keras.Model, model: keras.Model) -> None:
-    """Build ``copy`` as ``model`` was built: a symbolic call on the input shapes Keras recorded
-    (its own way), else layer by layer from each layer's recorded input shape (a model whose first
-    call could not be traced, e.g. one holding a stateful RNN, has no recorded input shape)."""
-    config = model.get_build_config() or {}
-    try:
-        if "input_shape" in config:
-            copy(keras.tree.map_shape_structure(keras.KerasTensor, config["input_shape"]))
-        elif "shapes_dict" in config:
-            copy(**{k.removesuffix("_shape"): keras.KerasTensor(s) for k, s in config["shapes_dict"].items()})
-    except Exception:  # noqa: BLE001 - build layer by layer below
-        pass
-    if not copy.built:
-        _build_layers_like(copy, model)
-
-
-def _build_layers_like(target: Any, source: Any) -> None:
-    if target.built or not source.built:
-        return
-    for s, t in zip(source._layers, target._layers):
-        _build_layers_like(t, s)
-    config = source.get_build_config()
-    if config and (not isinstance(target, keras.Model) or _defined_outside_keras(type(target), "build")):
-        target.build_from_config(config)
-    target.built = True  # as Keras marks a model whose first call it could not trace
-
-
-def _copy_flags(source: Any, target: Any) -> None:
-    """Give every layer of ``target`` the ``trainable`` flag of its counterpart in ``source``."""
-    target.trainable = source.trainable
-    for s, t in zip(source._layers, target._layers):
-        _copy_flags(s, t)
-
-
-def _strategy_of(model: keras.Model):
-    value = tf_variable(model.variables[0])
-    if isinstance(value, tf.distribute.DistributedValues) and not tf.distribute.has_strategy():
-        return value.distribute_strategy
-    return None
-
-
-def _first_line(error: Exception) -> str:
-    return next((line.strip() for line in str(error).splitlines() if line.strip()), "")
 
 
 # --------------------------------------------------------------------------- measuring
