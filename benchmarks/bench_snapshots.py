@@ -39,23 +39,22 @@ def main(rounds: int = 15) -> int:
         keras.layers.Dense(1536, activation="relu"),
         keras.layers.Dense(10),
     ])
+    print(measure.header(f"snapshots: refresh a past copy every training step "
+                         f"({current.count_params():,} parameters, batch 32)"))
     past = snapshots.snapshot(current)
     step = snapshots.make_train_step(
         current, keras.losses.SparseCategoricalCrossentropy(from_logits=True), keras.optimizers.SGD(0.01)
     )
     batch = (tf.random.normal((32, 256)), tf.random.uniform((32,), 0, 10, tf.int32))
-
     with tempfile.TemporaryDirectory() as directory:
         costs = snapshots.measure_copy_costs(
             step, batch, snapshots.copy_methods(current, past, directory), rounds=rounds, warmup=2
         )
 
-    print(measure.header(f"snapshots: refresh a past copy every training step "
-                         f"({current.count_params():,} parameters, batch 32)"))
     print(f"one training step, alone and right after each copy (fastest of {rounds} interleaved rounds):")
     print(measure.ratio_table(list(costs.items()), baseline="train step alone"))
-    # What a copy adds is its total minus the step alone. A difference under 10 us is within timer
-    # noise (and can be <= 0): it counts as 10 us, so the ratios below never divide by ~0.
+    # The targets compare what each copy adds: its total minus the step alone. Such a difference
+    # can be <= 0 within timer noise, so one under 10 us counts as 10 us (never a ratio to ~0).
     floor = 1e-5
     extra = {name: max(costs[f"{name} + step"] - costs["train step alone"], floor) for name in
              ("sync (on device)",) + tuple(name for name, _ in TARGETS)}

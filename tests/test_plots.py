@@ -28,3 +28,20 @@ def test_new_figure_gives_styled_axes():
 
 
 # --------------------------------------------------------------------------- 05 network snapshots
+
+
+def test_snapshot_lag_draws_one_line_per_policy_and_the_sync_marks():
+    import numpy as np
+    import pytest
+
+    curves = {"hard every step": np.full(30, 0.1), "hard every 10": (np.arange(30) % 10 + 1) / 10,
+              "soft": np.linspace(0.1, 0.5, 30)}
+    fig = plots.snapshot_lag(curves, every=10)
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels[:3] == list(curves) and len(labels) == 3 + 3  # three curves, sync marks at 1, 11, 21
+    assert ax.get_xlabel() == "training step"
+    with pytest.raises(ValueError, match="at least one"):
+        plots.snapshot_lag({})
+    with pytest.raises(ValueError, match=r"curves\['bad'\]"):
+        plots.snapshot_lag({"bad": np.zeros((2, 2))})

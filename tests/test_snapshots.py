@@ -1,4 +1,6 @@
+import gc
 import math
+import weakref
 
 import keras
 import numpy as np
@@ -7,13 +9,16 @@ import tensorflow as tf
 
 from helpers import snapshots as S
 from helpers.exercises import CheckFailed
-from helpers.exercises.snapshots import check_soft_update
+from helpers.exercises.snapshots import check_remember, check_soft_update
+from helpers.snapshot_rebuild import fresh_copy
+from tests.notebook_answers import answer, stub
 
+NOTEBOOK = "05_network_snapshots"
 X = np.random.default_rng(0).normal(size=(16, 5)).astype("float32")
 Y = np.random.default_rng(1).normal(size=(16, 1)).astype("float32")
 
 
-# ----------------------------------------------------------------- three kinds of model, all with BatchNorm
+# ----------------------------------------------------------------- models of every kind, all with BatchNorm
 
 
 def sequential(units=6):
@@ -21,6 +26,13 @@ def sequential(units=6):
         keras.Input((5,)), keras.layers.Dense(units, activation="relu"),
         keras.layers.BatchNormalization(), keras.layers.Dropout(0.2), keras.layers.Dense(1),
     ])
+
+
+def sequential_built_by_a_call(units=6):
+    model = keras.Sequential([keras.layers.Dense(units, activation="relu"), keras.layers.BatchNormalization(),
+                              keras.layers.Dense(1)])
+    model(X)
+    return model
 
 
 def functional(units=6):
@@ -51,7 +63,67 @@ def subclassed(units=6):
     return model
 
 
-BUILDERS = {"sequential": sequential, "functional": functional, "subclassed": subclassed}
+class QNetwork(keras.Model):
+    """As DQN examples write it: no constructor arguments, no get_config, nested layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = keras.Sequential([keras.layers.Dense(6, activation="relu"), keras.layers.BatchNormalization()])
+        self.drop = keras.layers.Dropout(0.2)
+        self.head = keras.layers.Dense(2)
+
+    def call(self, x, training=False):
+        return self.head(self.drop(self.body(x, training=training), training=training))
+
+
+def qnetwork(units=6):
+    model = QNetwork()
+    model(X)
+    return model
+
+
+class Scale(keras.layers.Layer):
+    """A custom layer with a serialisable argument and an unnamed weight."""
+
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = factor
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1],), initializer="ones")
+
+    def call(self, x):
+        return x * self.w * self.factor
+
+
+class Block(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(4)
+        self.norm = keras.layers.BatchNormalization()
+
+    def call(self, x, training=False):
+        return self.norm(self.dense(x), training=training)
+
+
+def nested(units=6):
+    """A Sequential holding a no-argument subclassed model, a custom layer and a Sequential."""
+    inner = keras.Sequential([keras.layers.Dense(units), keras.layers.BatchNormalization()])
+    model = keras.Sequential([keras.Input((5,)), inner, Block(), Scale(2.0), keras.layers.Dense(1)])
+    model(X)
+    return model
+
+
+def functional_with_nested_model(units=6):
+    x = keras.Input((5,))
+    h = keras.layers.Dense(units)(x)
+    h = Block()(h)
+    return keras.Model(x, keras.layers.Dense(1)(h))
+
+
+BUILDERS = {"sequential": sequential, "sequential_built_by_a_call": sequential_built_by_a_call,
+            "functional": functional, "subclassed": subclassed, "qnetwork_no_arguments": qnetwork,
+            "nested": nested, "functional_with_nested_model": functional_with_nested_model}
 
 
 def train(model, steps=3, lr=0.1):
@@ -59,7 +131,7 @@ def train(model, steps=3, lr=0.1):
     optimizer = keras.optimizers.SGD(lr)
     for _ in range(steps):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean((model(X, training=True) - Y) ** 2)
+            loss = tf.reduce_mean((model(X, training=True)[:, :1] - Y) ** 2)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
 
@@ -88,7 +160,7 @@ def test_snapshot_copies_all_state_including_batchnorm_statistics(kind):
     assert moving and np.abs(moving[0].variable.numpy()).max() > 1e-3  # the statistics really moved
 
     past = S.snapshot(model)
-    assert past is not model and type(past) is type(model)
+    assert past is not model and type(past) is type(model) and past.built
     assert len(past.variables) == len(model.variables)
     assert same(values(past), values(model))
     assert {e.path for e in S.state_paths(model) if not e.trainable} >= {
@@ -111,6 +183,179 @@ def test_snapshot_is_independent_both_ways(kind):
     assert not same(values(past), frozen)
 
 
+def test_fresh_copy_has_the_structure_and_fresh_values(kind):
+    keras.utils.set_random_seed(14)
+    model = BUILDERS[kind]()
+    train(model)
+    twin = fresh_copy(model)
+    assert twin.built and type(twin) is type(model)
+    assert [(e.path, tuple(e.variable.shape)) for e in S.state_paths(twin)] == \
+        [(e.path, tuple(e.variable.shape)) for e in S.state_paths(model)]
+    moving = [e.path for e in S.state_paths(model) if e.path.endswith("moving_mean")]
+    assert not np.array_equal(values(twin)[moving[0]], values(model)[moving[0]])  # values are not copied
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        fresh_copy(model.layers[-1])
+
+
+def test_snapshot_of_a_no_argument_subclass_built_by_a_call_is_a_working_model():
+    keras.utils.set_random_seed(2)
+    model = qnetwork()
+    past = S.snapshot(model)
+    assert type(past) is QNetwork and past.name != model.name
+    S.sync(model, past, tau=0.5)  # the copy is a full model: sync, snapshot, train all accept it
+    S.snapshot(past)
+    train(past)
+
+
+def test_snapshot_copies_each_layers_trainable_flag():
+    keras.utils.set_random_seed(3)
+    model = qnetwork()
+    model.body.layers[1].trainable = False  # a frozen BatchNorm runs in inference mode, even in training
+    past = S.snapshot(model)
+    assert not past.body.layers[1].trainable and past.body.layers[0].trainable
+    assert len(past.trainable_variables) == len(model.trainable_variables)
+    np.testing.assert_array_equal(past(X, training=True).numpy(), model(X, training=True).numpy())
+    model.trainable = False
+    assert S.snapshot(model).trainable is False
+
+
+def test_snapshot_of_a_no_argument_subclass_keeps_its_dtype_policy():
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        model = qnetwork()
+    finally:
+        keras.config.set_dtype_policy(previous)
+    past = S.snapshot(model)  # built under float32 now: the copy must still compute in float16
+    assert keras.config.dtype_policy().name == previous.name
+    assert past.dtype_policy.name == "mixed_float16" and past.head.compute_dtype == "float16"
+    np.testing.assert_array_equal(past(X).numpy(), model(X).numpy())
+
+
+def test_keras_records_only_the_defaults_of_a_model_subclass_without_get_config():
+    """Why snapshot refuses such a model: Keras' own config (and clone_model) would rebuild it wrong."""
+    class Activated(keras.Model):
+        def __init__(self, activation="relu", **kwargs):
+            super().__init__(**kwargs)
+            self.dense = keras.layers.Dense(3, activation=activation)
+
+        def call(self, x):
+            return self.dense(x)
+
+    model = Activated("tanh")
+    model(X)
+    assert model.get_config()["activation"] == "relu"  # the passed "tanh" was never recorded
+    clone = keras.models.clone_model(model)  # no error, wrong model
+    assert clone.dense.activation is not model.dense.activation
+    with pytest.raises(TypeError, match=r"takes arguments \(activation\).*get_config\(\).*snapshots\.sync"):
+        S.snapshot(model)
+
+
+def test_what_cannot_be_rebuilt_gets_a_clear_error_that_says_what_to_do():
+    class NoConfig(keras.Model):
+        def __init__(self, make_layer):
+            super().__init__()
+            self.block = make_layer()
+
+        def call(self, x):
+            return self.block(x)
+
+    model = NoConfig(lambda: keras.layers.Dense(3))
+    model(X)
+    with pytest.raises(TypeError, match=r"NoConfig.*make_layer.*get_config\(\).*snapshots\.sync\(model, copy\)"):
+        S.snapshot(model)
+
+    class BadConfig(Subclassed):
+        def get_config(self):  # forgets units: the copy is rebuilt with the default
+            return {k: v for k, v in super().get_config().items() if k != "units"}
+
+    model = BadConfig(units=3)
+    model(X)
+    with pytest.raises(ValueError, match=r"does not match it.*\(5, 3\).*\(5, 6\).*get_config\(\) of BadConfig"):
+        S.snapshot(model)
+
+    class Lazy(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.dense(x)
+
+    unbuilt = Lazy()
+    with pytest.warns(UserWarning, match="does not have a `build\\(\\)` method"):
+        unbuilt.build((None, 5))  # Keras warns: build() does not create a subclass's variables
+    with pytest.raises(ValueError, match=r"holds no variables yet.*model\(x\)"):
+        S.snapshot(unbuilt)
+
+
+# ----------------------------------------------------------------- stateful RNNs
+
+
+def stateful_models():
+    keras.utils.set_random_seed(4)
+
+    class Recurrent(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.rnn = keras.layers.GRU(3, stateful=True, return_sequences=True)
+            self.head = keras.layers.Dense(1)
+
+        def call(self, x):
+            return self.head(self.rnn(x))
+
+    return {
+        "lstm": keras.Sequential([keras.Input(batch_shape=(2, 4, 3)), keras.layers.LSTM(5, stateful=True),
+                                  keras.layers.Dense(1)]),
+        "bidirectional": keras.Sequential([keras.Input(batch_shape=(2, 4, 3)),
+                                           keras.layers.Bidirectional(keras.layers.GRU(3, stateful=True)),
+                                           keras.layers.Dense(1)]),
+        "subclassed": Recurrent(),
+    }
+
+
+SEQUENCE = np.random.default_rng(5).normal(size=(2, 4, 3)).astype("float32")
+
+
+@pytest.mark.parametrize("name", ["lstm", "bidirectional", "subclassed"])
+def test_snapshot_and_sync_carry_a_stateful_rnns_states(name):
+    model = stateful_models()[name]
+    model(SEQUENCE)
+    model(SEQUENCE)  # the carried states are now far from zero
+    states = [e for e in S.state_paths(model) if ":states[" in e.path or "/states[" in e.path]
+    assert states and all(np.abs(e.variable.numpy()).max() > 1e-3 for e in states)
+    assert not {id(e.variable) for e in states} & {id(v) for v in model.variables}  # Keras keeps them apart
+
+    past = S.snapshot(model)
+    np.testing.assert_array_equal(past(SEQUENCE).numpy(), model(SEQUENCE).numpy())  # the next output
+    model(SEQUENCE)  # the original moves on; a sync catches up, a soft sync copies states too
+    S.sync(model, past, tau=0.3)
+    assert all(np.array_equal(a.variable.numpy(), b.variable.numpy())
+               for a, b in zip(S.state_paths(model), S.state_paths(past)) if not a.trainable)
+    S.sync(model, past)
+    np.testing.assert_array_equal(past(SEQUENCE).numpy(), model(SEQUENCE).numpy())
+
+
+def test_set_weights_alone_misses_a_stateful_rnns_states():
+    """What sync adds over Keras' own copy (the notebook prints the same)."""
+    model = stateful_models()["lstm"]
+    model(SEQUENCE)
+    by_weights = keras.models.clone_model(model)
+    by_weights.set_weights(model.get_weights())
+    assert not np.array_equal(by_weights(SEQUENCE).numpy(), model(SEQUENCE).numpy())
+
+
+def test_rnns_of_different_batch_sizes_are_refused_naming_the_state():
+    model = stateful_models()["lstm"]
+    other = keras.Sequential([keras.Input(batch_shape=(4, 4, 3)), keras.layers.LSTM(5, stateful=True),
+                              keras.layers.Dense(1)])
+    with pytest.raises(ValueError, match=r"layers\[0\]:LSTM/states\[0\].*\(2, 5\).*\(4, 5\)"):
+        S.sync(model, other)
+
+
+# ----------------------------------------------------------------- sync
+
+
 def test_trainable_only_copy_is_wrong_for_batchnorm_and_sync_is_right():
     keras.utils.set_random_seed(2)
     model, past = sequential(), sequential()
@@ -120,9 +365,6 @@ def test_trainable_only_copy_is_wrong_for_batchnorm_and_sync_is_right():
     assert not np.allclose(past(X).numpy(), model(X).numpy(), atol=1e-4)
     S.sync(model, past)
     np.testing.assert_array_equal(past(X).numpy(), model(X).numpy())
-
-
-# ----------------------------------------------------------------- sync
 
 
 def test_hard_sync_copies_everything_after_both_trained(kind):
@@ -172,6 +414,15 @@ def test_sync_pairs_by_structure_even_when_the_target_is_frozen_and_names_differ
         np.testing.assert_allclose(values(past)[entry.path], expected, rtol=1e-6, atol=1e-7)
 
 
+def test_unnamed_weights_pair_by_place_not_by_their_process_wide_names():
+    keras.utils.set_random_seed(6)
+    a, b = nested(), nested()
+    names = [e.variable.name for e in S.state_paths(a) if "Scale" in e.path]
+    assert names and names != [e.variable.name for e in S.state_paths(b) if "Scale" in e.path]
+    S.sync(a, b)
+    assert same(values(a), values(b))
+
+
 def test_sync_traces_once_per_structure_and_mode():
     keras.utils.set_random_seed(6)
     a, b = sequential(), sequential()
@@ -198,6 +449,23 @@ def test_parameter_distance_matches_numpy():
     ))
     assert S.parameter_distance(a, b) == pytest.approx(expected, rel=1e-9)
     assert S.parameter_distance(a, S.snapshot(a)) == 0.0
+
+
+def test_no_helper_keeps_a_model_alive():
+    def use_once():
+        keras.utils.set_random_seed(8)
+        model = qnetwork()
+        past = S.snapshot(model)
+        S.sync(model, past)
+        S.sync(model, past, tau=0.5)
+        S.parameter_distance(model, past)
+        step = S.make_train_step(model, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))
+        step(X, np.zeros((16, 2), "float32"))
+        return weakref.ref(model), weakref.ref(past)
+
+    refs = [ref for _ in range(3) for ref in use_once()]
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)
 
 
 # ----------------------------------------------------------------- bad input: clear error, neither model changed
@@ -250,6 +518,8 @@ def test_models_never_built_are_refused():
         S.snapshot(Subclassed())
     with pytest.raises(ValueError, match=r"model .*never built"):
         S.snapshot(unbuilt)
+    with pytest.raises(ValueError, match=r"a .*never built"):
+        S.parameter_distance(unbuilt, built)
     assert not unbuilt.built
 
 
@@ -258,49 +528,96 @@ def test_wrong_types_and_the_same_model_twice_are_refused():
     model = sequential()
     with pytest.raises(TypeError, match="model must be a Keras model"):
         S.snapshot(model.layers[0])
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        S.state_paths("net")
     _unchanged_after(TypeError, "source must be a Keras model", lambda: S.sync(model.get_weights(), model), model)
     _unchanged_after(TypeError, "target must be a Keras model", lambda: S.sync(model, "past"), model)
     _unchanged_after(ValueError, "same model", lambda: S.sync(model, model, tau=0.5), model)
 
 
-def test_a_subclassed_model_that_cannot_be_rebuilt_gets_a_clear_error():
-    class NoConfig(keras.Model):
-        def __init__(self, make_layer):
-            super().__init__()
-            self.block = make_layer()
+# ----------------------------------------------------------------- the training step used to measure costs
 
-        def call(self, x):
-            return self.block(x)
 
-    model = NoConfig(lambda: keras.layers.Dense(3))
-    model(X)
-    with pytest.raises(TypeError, match="get_config"):
-        S.snapshot(model)
+def _l2_model():
+    keras.utils.set_random_seed(12)
+    return keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, kernel_regularizer=keras.regularizers.L2(0.5)),
+                             keras.layers.BatchNormalization(), keras.layers.Dense(1)])
+
+
+def test_make_train_step_is_one_sgd_step_on_the_loss_keras_minimises():
+    model = _l2_model()
+    reference = S.snapshot(model)
+    loss_fn = keras.losses.MeanSquaredError()
+    step = S.make_train_step(model, loss_fn, keras.optimizers.SGD(0.1))
+    loss = float(step(X, Y))
+
+    with tf.GradientTape() as tape:  # the same step by hand: data loss + L2 penalty
+        expected = loss_fn(Y, reference(X, training=True)) + tf.add_n(reference.losses)
+    grads = tape.gradient(expected, reference.trainable_variables)
+    keras.optimizers.SGD(0.1).apply_gradients(zip(grads, reference.trainable_variables))
+    assert loss == pytest.approx(float(expected), rel=1e-6) and float(tf.add_n(reference.losses)) > 0.01
+    for a, b in zip(S.state_paths(model), S.state_paths(reference)):
+        np.testing.assert_allclose(a.variable.numpy(), b.variable.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_make_train_step_reads_the_trainable_variables_at_every_call():
+    model = _l2_model()
+    step = S.make_train_step(model, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))
+    step(X, Y)
+    model.layers[0].trainable = False  # freeze the first layer after the first step
+    frozen = model.layers[0].kernel.numpy().copy()
+    head = model.layers[2].kernel.numpy().copy()
+    step(X, Y)
+    np.testing.assert_array_equal(model.layers[0].kernel.numpy(), frozen)
+    assert not np.array_equal(model.layers[2].kernel.numpy(), head)
+
+
+def test_make_train_step_refuses_bad_arguments_before_any_weight_changes():
+    model = _l2_model()
+    mse, sgd = keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1)
+    with pytest.raises(TypeError, match="loss_fn must be callable"):
+        S.make_train_step(model, "mse", sgd)
+    with pytest.raises(TypeError, match="optimizer must be a Keras optimizer"):
+        S.make_train_step(model, mse, "sgd")
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        S.make_train_step(model.layers[0], mse, sgd)
+    step = S.make_train_step(model, keras.losses.mean_squared_error, sgd)  # one loss per example
+    _unchanged_after(ValueError, r"loss_fn mean_squared_error returned shape \(16,\)", lambda: step(X, Y), model)
 
 
 # ----------------------------------------------------------------- distribution strategy
 
 
-def test_snapshot_and_sync_under_mirrored_strategy_on_two_logical_cpus(fresh_python):
+def test_snapshot_sync_and_a_no_argument_subclass_under_mirrored_strategy(fresh_python):
     out = fresh_python("""
-        import os
-        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        from helpers import runtime
+        runtime.setup(seed=0, replicas=2)
         import tensorflow as tf
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         import keras, numpy as np
         from helpers import snapshots as S
 
-        keras.utils.set_random_seed(0)
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        class QNetwork(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.hidden = keras.layers.Dense(4)
+                self.norm = keras.layers.BatchNormalization()
+                self.head = keras.layers.Dense(1)
+
+            def call(self, x, training=False):
+                return self.head(self.norm(self.hidden(x), training=training))
+
+        strategy = tf.distribute.MirroredStrategy()
+        x = np.random.default_rng(0).normal(size=(8, 3)).astype("float32")
+        y = np.random.default_rng(1).normal(size=(8, 1)).astype("float32")
         with strategy.scope():
             net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4),
                                     keras.layers.BatchNormalization(), keras.layers.Dense(1)])
             opt = keras.optimizers.SGD(0.1)
+            q = QNetwork()
+            q(x)
+            q_past = S.snapshot(q)  # inside the scope
         past = S.snapshot(net)  # outside the scope: the copy still lives on both replicas
-        kinds = {type(v._value).__name__ for v in past.variables}
-        x = np.random.default_rng(0).normal(size=(8, 3)).astype("float32")
-        y = np.random.default_rng(1).normal(size=(8, 1)).astype("float32")
+        kinds = {type(v._value).__name__ for m in (past, q_past) for v in m.variables}
 
         @tf.function
         def step(xb, yb):
@@ -329,54 +646,54 @@ def test_snapshot_and_sync_under_mirrored_strategy_on_two_logical_cpus(fresh_pyt
             else np.array_equal(soft[p][r], src[p][r])
             for p in src for r in range(2))
         n = S.sync_trace_count()
-        S.sync(net, past)
+        with strategy.scope():
+            S.sync(net, past)  # inside the scope too
         S.sync(net, past)
         hard = per_replica(past)
         hard_ok = all(np.array_equal(hard[p][r], src[p][r]) for p in src for r in range(2))
-        print(kinds, moved, soft_ok, hard_ok, S.sync_trace_count() - n)
+        q_ok = np.array_equal(q(x).numpy(), q_past(x).numpy())
+        try:
+            S.make_train_step(net, keras.losses.MeanSquaredError(), opt)
+            refused = "no"
+        except ValueError as error:
+            refused = "strategy" in str(error)
+        print(sorted(kinds), moved, soft_ok, hard_ok, q_ok, refused, S.sync_trace_count() - n)
     """)
-    assert out.strip() == "{'MirroredVariable'} True True True 1"
+    assert out.strip().splitlines()[-1] == "['MirroredVariable'] True True True True True 0"
 
 
-# ----------------------------------------------------------------- the exercise checker
+# ----------------------------------------------------------------- the exercise checkers
 
 
-def reference(source_vars, target_vars, tau):
-    for s, t in zip(source_vars, target_vars):
-        t.assign(tau * s + (1.0 - tau) * t)
-
-
-def test_checker_accepts_the_reference_solution(capsys):
-    check_soft_update(reference)
+def test_soft_update_checker_accepts_the_notebooks_answer(capsys):
+    check_soft_update(answer(NOTEBOOK, "soft_update"))
     assert capsys.readouterr().out.startswith("Correct:")
 
 
-def test_checker_says_the_stub_is_not_written_yet():
-    def stub(source_vars, target_vars, tau):
-        raise NotImplementedError()
-
+def test_soft_update_checker_says_the_stub_is_not_written_yet():
     with pytest.raises(CheckFailed, match="not written yet"):
-        check_soft_update(stub)
+        check_soft_update(stub(NOTEBOOK, "soft_update"))
 
 
-def _hint(fn):
+def _hint(check, fn):
     with pytest.raises(CheckFailed) as info:
-        check_soft_update(fn)
+        check(fn)
     message = str(info.value)
-    for giveaway in ("1 - tau", "1.0 - tau", "tau * s", "assign(tau", "(1-tau)"):
+    assert "\n" not in message
+    for giveaway in ("1 - tau", "1.0 - tau", "tau * s", "assign(tau", "(1-tau)", "tf.identity", "model.variables"):
         assert giveaway not in message
     return message
 
 
-def test_checker_hints_at_swapped_tau_without_giving_the_answer():
+def test_soft_update_checker_hints_at_swapped_tau_without_giving_the_answer():
     def swapped(source_vars, target_vars, tau):
         for s, t in zip(source_vars, target_vars):
             t.assign((1.0 - tau) * s + tau * t)
 
-    assert "75% of the way" in _hint(swapped)
+    assert "75% of the way" in _hint(check_soft_update, swapped)
 
 
-def test_checker_catches_other_typical_mistakes():
+def test_soft_update_checker_catches_other_typical_mistakes():
     def returns_only(source_vars, target_vars, tau):
         return [tau * s + (1 - tau) * t for s, t in zip(source_vars, target_vars)]
 
@@ -389,15 +706,81 @@ def test_checker_catches_other_typical_mistakes():
         for s, t in zip(source_vars, target_vars):
             t.assign(s)
 
-    assert "did not change" in _hint(returns_only)
-    assert "changed the source" in _hint(writes_source)
-
     def first_layer_only(source_vars, target_vars, tau):
         t = target_vars[0]
         t.assign(t + tau * (source_vars[0] - t))
 
-    assert "moved about 100%" in _hint(hard_copy_only)
-    assert "should move 25%" in _hint(first_layer_only)
+    assert "did not change" in _hint(check_soft_update, returns_only)
+    assert "changed the source" in _hint(check_soft_update, writes_source)
+    assert "moved about 100%" in _hint(check_soft_update, hard_copy_only)
+    assert "should move 25%" in _hint(check_soft_update, first_layer_only)
+
+
+def test_remember_checker_accepts_the_notebooks_answer_and_other_complete_snapshots(capsys):
+    def through_numpy(model):
+        weights = model.get_weights()  # weights include BatchNorm's statistics
+        return lambda: model.set_weights(weights)
+
+    def with_the_helpers(model):
+        past = S.snapshot(model)
+        return lambda: S.sync(past, model)
+
+    for fn in (answer(NOTEBOOK, "remember"), through_numpy, with_the_helpers):
+        check_remember(fn)
+        assert capsys.readouterr().out.startswith("Correct: restore() brings back all 8 state variables")
+
+
+def test_remember_checker_says_the_stub_is_not_written_yet():
+    with pytest.raises(CheckFailed, match="not written yet"):
+        check_remember(stub(NOTEBOOK, "remember"))
+
+
+def test_remember_checker_names_the_batchnorm_statistics_a_trainable_only_snapshot_misses():
+    def trainable_only(model):
+        saved = [tf.identity(v) for v in model.trainable_variables]
+
+        def restore():
+            for v, value in zip(model.trainable_variables, saved):
+                v.assign(value)
+        return restore
+
+    message = _hint(check_remember, trainable_only)
+    assert "left 2 of 8 state variables" in message
+    assert "net/norm/moving_mean, net/norm/moving_variance" in message and "not trainable" in message
+
+
+def test_remember_checker_catches_other_typical_mistakes():
+    def keeps_the_variables(model):
+        saved = list(model.variables)  # references, not values
+
+        def restore():
+            for v, value in zip(model.variables, saved):
+                v.assign(value)
+        return restore
+
+    def swaps(model):  # restores once, then remembers the trained state instead
+        saved = [tf.Variable(v) for v in model.variables]
+
+        def restore():
+            for v, s in zip(model.variables, saved):
+                current = tf.identity(v)
+                v.assign(s)
+                s.assign(current)
+        return restore
+
+    def changes_the_model(model):
+        model.layers[1].moving_mean.assign(tf.zeros_like(model.layers[1].moving_mean))
+        return lambda: None
+
+    def freezes(model):
+        model.trainable = False
+        return lambda: None
+
+    assert "the variables themselves" in _hint(check_remember, keeps_the_variables)
+    assert "a second restore()" in _hint(check_remember, swaps)
+    assert "changed the model's state" in _hint(check_remember, changes_the_model)
+    assert "did it freeze it" in _hint(check_remember, freezes)
+    assert "should return a function restore()" in _hint(check_remember, lambda model: None)
 
 
 # ----------------------------------------------------------------- cost measurement (values, not speed)
@@ -421,6 +804,24 @@ def test_every_copy_method_really_copies_and_the_costs_are_reported(tmp_path):
             assert not differing, name
     costs = S.measure_copy_costs(step, (X, Y), {"sync": lambda: S.sync(model, past)}, rounds=2)
     assert set(costs) == {"train step alone", "sync + step"} and min(costs.values()) > 0
+
+
+def test_cost_helpers_refuse_bad_arguments(tmp_path):
+    keras.utils.set_random_seed(13)
+    model, past = sequential(), sequential()
+    step = S.make_train_step(model, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))
     for bad in ({"rounds": 0}, {"warmup": -1}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             S.measure_copy_costs(step, (X, Y), {"sync": lambda: None}, **bad)
+    with pytest.raises(ValueError, match="at least one copy method"):
+        S.measure_copy_costs(step, (X, Y), {})
+    with pytest.raises(TypeError, match=r"methods\['sync'\] must be callable"):
+        S.measure_copy_costs(step, (X, Y), {"sync": "sync"})
+    with pytest.raises(TypeError, match="step must be callable"):
+        S.measure_copy_costs(None, (X, Y), {"sync": lambda: None})
+    with pytest.raises(TypeError, match="batch must be a tuple"):
+        S.measure_copy_costs(step, X, {"sync": lambda: None})
+    with pytest.raises(ValueError, match="directory must be an existing folder"):
+        S.copy_methods(model, past, str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="differ in structure"):
+        S.copy_methods(model, sequential(units=7), str(tmp_path))

@@ -20,3 +20,131 @@ def lesson(notebook: str, section: str, fact: str) -> str:
 
 
 # --------------------------------------------------------------------------- 05 network snapshots
+
+NB05 = "05_network_snapshots"
+
+
+def _bn_model_05(seed: int = 0):
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(6, activation="relu"),
+                             keras.layers.BatchNormalization(), keras.layers.Dense(1)])
+
+
+def _data_05():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    return rng.normal(1.0, 2.0, size=(16, 4)).astype("float32"), rng.normal(size=(16, 1)).astype("float32")
+
+
+def test_05_use_ema_averages_the_trainable_variables_only():
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    model, (x, y) = _bn_model_05(), _data_05()
+    optimizer = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.9)
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    averages = [v for v in optimizer.variables if v.path.endswith("_average")]
+    statistics = [v for v in model.variables if "moving" in v.path]
+    before = [v.numpy().copy() for v in statistics]
+    optimizer.finalize_variable_values(model.trainable_variables)
+    fact = ("an optimizer's use_ema=True keeps one average per trainable variable and none for "
+            "BatchNorm's moving statistics (finalize_variable_values leaves them as they are)")
+    section = "Now (TF2): the Keras answers"
+    assert len(averages) == len(model.trainable_variables) and statistics, lesson(NB05, section, fact)
+    assert not any("moving" in v.path for v in averages), lesson(NB05, section, fact)
+    assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, statistics)), lesson(NB05, section, fact)
+
+
+def test_05_use_ema_is_a_soft_update_with_tau_one_minus_momentum_starting_from_a_copy():
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    model, (x, y) = _bn_model_05(), _data_05()
+    optimizer = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.8)
+    expected = None
+    for _ in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        now = [v.numpy() for v in model.trainable_variables]
+        expected = now if expected is None else [0.8 * e + 0.2 * w for e, w in zip(expected, now)]
+    averages = [v.numpy() for v in optimizer.variables if v.path.endswith("_average")]
+    assert all(np.allclose(a, e, rtol=1e-5, atol=1e-6) for a, e in zip(averages, expected)), lesson(
+        NB05, "Now (TF2): the Keras answers",
+        "use_ema's average after each step is average = m * average + (1 - m) * weight, a soft update with "
+        "tau = 1 - ema_momentum, and the first step copies the weights")
+
+
+def test_05_clone_model_does_not_copy_weights():
+    import keras
+    import numpy as np
+
+    model = _bn_model_05()
+    for variable in model.variables:
+        variable.assign(np.full(variable.shape, 0.5, "float32"))
+    clone = keras.models.clone_model(model)
+    copied = [np.array_equal(a.numpy(), b.numpy()) for a, b in zip(model.variables, clone.variables)]
+    assert not all(copied) and len(clone.variables) == len(model.variables), lesson(
+        NB05, "Now (TF2): a second model and one compiled sync",
+        "keras.models.clone_model copies the architecture with fresh values, not the weights")
+
+
+def test_05_set_weights_cannot_run_inside_a_tf_function():
+    import keras
+    import tensorflow as tf
+
+    model = _bn_model_05()
+    copy = keras.models.clone_model(model)
+
+    @tf.function
+    def compiled():
+        copy.set_weights(model.get_weights())
+
+    try:
+        compiled()
+        raised = "nothing"
+    except Exception as error:  # noqa: BLE001 - the type is the fact
+        raised = type(error).__name__
+    assert raised == "NotImplementedError", lesson(
+        NB05, "Now (TF2): the Keras answers",
+        f"set_weights(get_weights()) fails inside a tf.function with NotImplementedError (now: {raised})")
+
+
+def test_05_a_stateful_rnns_states_are_neither_variables_nor_weights():
+    import keras
+    import numpy as np
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input(batch_shape=(2, 5, 3)), keras.layers.LSTM(4, stateful=True)])
+    sequence = np.random.default_rng(0).normal(size=(2, 5, 3)).astype("float32")
+    model(sequence)
+    states = {id(v) for v in model.layers[0].states}
+    fact = ("a stateful RNN's states are in layer.states, not in model.variables nor get_weights(), so "
+            "set_weights(get_weights()) leaves them behind (helpers.snapshots walks them separately)")
+    assert len(states) == 2 and not states & {id(v) for v in model.variables}, lesson(
+        NB05, "Now (TF2): the Keras answers", fact)
+    copy = keras.models.clone_model(model)
+    copy.set_weights(model.get_weights())
+    assert not np.array_equal(copy(sequence).numpy(), model(sequence).numpy()), lesson(
+        NB05, "Now (TF2): the Keras answers", fact)
+
+
+def test_05_a_default_tape_watches_a_frozen_models_variables():
+    import tensorflow as tf
+
+    model, (x, _) = _bn_model_05(), _data_05()
+    model.trainable = False
+    with tf.GradientTape() as tape:
+        out = tf.reduce_sum(model(x, training=False))
+    grads = tape.gradient(out, model.variables)
+    assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
+        NB05, "Proof, claim (4)", "model.trainable = False does not stop a default GradientTape from computing "
+        "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["COLORS", "apply_style", "new_figure"]
+__all__ = ["COLORS", "apply_style", "new_figure", "snapshot_lag"]
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
 
@@ -58,3 +58,37 @@ def new_figure(ncols: int = 1, *, width: float = 8.0, height: float = 4.0) -> tu
 
 
 # --------------------------------------------------------------------------- 05 network snapshots
+
+
+def snapshot_lag(curves: dict[str, Any], *, every: int | None = None) -> Any:
+    """How far a past network lags behind the current one: one line per sync policy.
+
+    ``curves`` maps a policy's name to the distance ``‖current − past‖`` after each training step
+    (``snapshots.parameter_distance``). ``every`` marks the steps of a periodic hard sync with
+    dotted vertical lines (every ``every`` steps), so the saw-tooth reads against its cause.
+
+    >>> import numpy as np
+    >>> fig = snapshot_lag({"hard, every step": np.ones(20), "hard, every 10": np.arange(20) % 10 + 1.0}, every=10)
+    >>> [line.get_label() for line in fig.axes[0].get_lines()][:2]
+    ['hard, every step', 'hard, every 10']
+    """
+    import numpy as np
+
+    if not curves:
+        raise ValueError("curves must hold at least one policy's distances")
+    fig, ax = new_figure()
+    for name, curve in curves.items():
+        curve = np.asarray(curve, dtype=float)
+        if curve.ndim != 1 or curve.size == 0:
+            raise ValueError(f"curves[{name!r}] must be a non-empty 1-D sequence of distances, got shape {curve.shape}")
+        ax.plot(np.arange(1, curve.size + 1), curve, label=name)
+    if every is not None:
+        steps = max(len(c) for c in curves.values())
+        for t in range(1, steps + 1, every):
+            ax.axvline(t, color="grey", linestyle=":", linewidth=0.8)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("‖current − past‖ (trainable weights)")
+    ax.set_title("How far the past network lags behind the current one")
+    ax.legend()
+    fig.tight_layout()
+    return fig

@@ -6,13 +6,16 @@ question, network B's state from step ``t`` evaluated on the same input as its s
 TF1 built the network twice under two variable scopes and grouped ``assign`` ops into a sync op.
 In TF2 the copy is a second Keras model and the sync is one compiled function:
 
-* :func:`snapshot`: an independent copy of a built model with **all** of its state (trainable
-  weights, BatchNorm moving statistics, random-seed state).
+* :func:`snapshot`: an independent copy of a built model (Sequential, functional or subclassed)
+  with **all** of its state: trainable weights, BatchNorm moving statistics, random-seed state and
+  a stateful RNN's states (which Keras keeps outside ``model.variables``).
 * :func:`sync`: copy ``source`` into ``target`` on the device (``tau=1``), or a soft (Polyak) update
   of the trainable weights with a hard copy of the rest (``0 < tau < 1``).
 * :func:`state_paths`: every state variable of a model under a structural path; :func:`sync` pairs
   two models' variables through these paths, never by list position.
 * :func:`parameter_distance`: how far two models' trainable weights are apart (for the picture).
+* :func:`make_train_step`, :func:`copy_methods`, :func:`measure_copy_costs`: what a copy per
+  training step costs (the notebook's Cost section and ``benchmarks/bench_snapshots.py``).
 
 Calling convention of the workbook: models are Keras 3 models; a batch is an ``(x, y)`` pair.
 """
@@ -20,6 +23,8 @@ Calling convention of the workbook: models are Keras 3 models; a batch is an ``(
 from __future__ import annotations
 
 import math
+import os
+import re
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Callable
@@ -27,7 +32,11 @@ from typing import Any, Callable
 import tensorflow as tf
 import keras
 
-from helpers.arguments import require_int
+from helpers import measure
+from helpers.plumbing import (
+    check_loss_fn, check_model, check_optimizer, tf_variable, total_loss, trainable_key,
+)
+from helpers.snapshot_rebuild import fresh_copy
 
 __all__ = [
     "snapshot", "sync", "state_paths", "parameter_distance", "StateEntry",
@@ -57,7 +66,9 @@ class StateEntry:
 
 
 def state_paths(model: keras.Model) -> list[StateEntry]:
-    """Every state variable of ``model`` (the same set as ``model.variables``), with structural paths.
+    """Every state variable of ``model``, with structural paths: the variables of
+    ``model.variables`` (weights, BatchNorm statistics, seed-generator state) and, for a stateful
+    RNN layer, its ``states`` (Keras keeps those outside ``model.variables``).
 
     >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.BatchNormalization()])
     >>> [e.path for e in state_paths(net)][:3]
@@ -65,40 +76,48 @@ def state_paths(model: keras.Model) -> list[StateEntry]:
 
     Raises ``TypeError`` if ``model`` is not a Keras model and ``ValueError`` if it was never built.
     """
-    _check_model(model, "model")
+    _check_built(model, "model")
     entries: list[StateEntry] = []
     _walk(model, "", model.name, entries, set())
     return entries
+
+
+_AUTO_NAME = re.compile(r"^variable(_\d+)?$")
 
 
 def _walk(layer: keras.layers.Layer, path: str, label: str, out: list[StateEntry], seen: set[int]) -> None:
     # Keras 3 keeps a layer's own variables in these two lists (by declared trainability), its
     # random-seed state in ``_seed_generators`` and its sub-layers in ``_layers``: the same fields
     # ``Layer.variables`` walks. Reading them lets a path say *where* a variable lives.
-    own = [(v, True) for v in layer._trainable_variables] + [(v, False) for v in layer._non_trainable_variables]
-    for variable, trainable in own:
+    def add(variable: Any, name: str, text: str, trainable: bool) -> None:
         if id(variable) not in seen:
             seen.add(id(variable))
-            out.append(StateEntry(f"{path}{variable.name}", f"{label}/{variable.name}", variable, trainable))
+            out.append(StateEntry(f"{path}{name}", f"{label}/{text}", variable, trainable))
+
+    own = [(v, True) for v in layer._trainable_variables] + [(v, False) for v in layer._non_trainable_variables]
+    for k, (variable, trainable) in enumerate(own):
+        # An unnamed weight gets a process-wide unique name (variable_7): use its place instead.
+        name = f"variables[{k}]" if _AUTO_NAME.match(variable.name) else variable.name
+        add(variable, name, variable.name, trainable)
     for k, generator in enumerate(layer._seed_generators):
-        if id(generator.state) not in seen:
-            seen.add(id(generator.state))
-            out.append(StateEntry(f"{path}seed_generators[{k}]", f"{label}/seed_generator[{k}]", generator.state, False))
-    stateful = [sub for sub in layer._layers if sub.variables]
-    for k, sub in enumerate(stateful):
+        add(generator.state, f"seed_generators[{k}]", f"seed_generator[{k}]", False)
+    if isinstance(layer, keras.layers.RNN) and layer.stateful and layer.states is not None:
+        # A stateful RNN's carried states are untracked variables: not in ``model.variables``,
+        # not in ``get_weights()``, not in a checkpoint. They decide the next output.
+        for k, state in enumerate(keras.tree.flatten(layer.states)):
+            add(state, f"states[{k}]", f"state[{k}]", False)
+    k = 0
+    for sub in layer._layers:
+        before = len(out)
         _walk(sub, f"{path}layers[{k}]:{type(sub).__name__}/", f"{label}/{sub.name}", out, seen)
+        k += len(out) > before  # stateless sub-layers (InputLayer, activations) take no index
 
 
-def _check_model(model: Any, argument: str) -> None:
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"{argument} must be a Keras model, got {type(model).__name__}")
-    if not model.built:
-        raise ValueError(
-            f"{argument} ({model.name!r}) was never built: it has no variables yet. "
-            "Call it once on a batch (or build it) before copying it."
-        )
+def _check_built(model: Any, argument: str) -> None:
+    check_model(model, argument, built=True)
     if not model.variables:
-        raise ValueError(f"{argument} ({model.name!r}) has no state to copy: it holds no variables")
+        raise ValueError(f"{argument} ({model.name!r}) holds no variables yet, so there is no state to copy: "
+                         f"call it once on a batch ({argument}(x)) so that its layers create them")
 
 
 def _pair(source: keras.Model, target: keras.Model) -> list[tuple[StateEntry, StateEntry]]:
@@ -162,7 +181,7 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
     """Copy ``source``'s state into ``target`` on the device, compiled with ``tf.function``.
 
     * ``tau == 1``: every state variable is copied exactly (weights, BatchNorm moving statistics,
-      seed state).
+      seed state, a stateful RNN's states), so both models give the same next output.
     * ``0 < tau < 1``: a soft (Polyak) update of the weights the layers declared trainable,
       ``target = tau * source + (1 - tau) * target``, and a hard copy of the other state.
 
@@ -180,27 +199,22 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
     Raises ``TypeError`` (not a Keras model, ``tau`` not a number) or ``ValueError`` (a model never
     built, ``tau`` outside (0, 1], ``source is target``, or different structure: the message names
     the first mismatching variable). Under a ``tf.distribute`` strategy, call it between steps
-    (cross-replica context), as you would restore a checkpoint.
+    (cross-replica context), as you would restore a checkpoint: replica k of ``target`` receives
+    replica k of ``source``.
     """
-    _check_model(source, "source")
-    _check_model(target, "target")
+    _check_built(source, "source")
+    _check_built(target, "target")
     tau = _check_tau(tau)
     if source is target:
         raise ValueError("source and target are the same model: sync needs two models")
     pairs = _pair(source, target)
     soft = tuple(s.trainable and tau < 1.0 for s, _ in pairs)
     _assign(
-        [_tf_variable(t.variable) for _, t in pairs],
-        [_tf_variable(s.variable) for s, _ in pairs],
+        [tf_variable(t.variable) for _, t in pairs],
+        [tf_variable(s.variable) for s, _ in pairs],
         soft,
         tf.constant(tau, tf.float32),
     )
-
-
-def _tf_variable(variable: Any) -> tf.Variable:
-    # A Keras 3 variable wraps a tf.Variable (a MirroredVariable under a strategy). Hand the
-    # tf.Variable itself to the compiled function: ``variable.value`` may be an autocast copy.
-    return getattr(variable, "_value", variable)
 
 
 def sync_trace_count() -> int:
@@ -212,53 +226,38 @@ def snapshot(model: keras.Model) -> keras.Model:
     """An independent copy of a built ``model``: same structure, same values of **all** its state.
 
     The copy has its own variables (created in ``model``'s distribution strategy, if any): later
-    updates of either model never reach the other. Works for Sequential, functional and subclassed
-    models (a subclassed model is rebuilt from its ``get_config()``). The copy is not compiled and
-    has no optimizer; freeze it (``past.trainable = False``) if no gradient may reach it.
+    updates of either model never reach the other. Each layer's ``trainable`` flag is copied too.
+    The copy is not compiled and has no optimizer; freeze it (``past.trainable = False``) if no
+    optimizer may train it. It is built by :func:`helpers.snapshot_rebuild.fresh_copy`:
+
+    * Sequential and functional models (nested models included): ``keras.models.clone_model``;
+    * a subclassed model whose class defines ``get_config()``: rebuilt from its config; one whose
+      ``__init__`` takes no arguments (``QNetwork()``, as DQN code often writes it): constructed again;
+    * a subclassed model whose ``__init__`` takes arguments but whose class has no ``get_config()``
+      is refused (``TypeError``): Keras records only the arguments' *defaults* for a model
+      subclass, so a copy rebuilt from them could differ silently (another activation, say).
+      Add ``get_config()``, or build the copy yourself and fill it with :func:`sync`.
 
     >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     >>> past = snapshot(net)
     >>> past is net, len(past.variables) == len(net.variables)
     (False, True)
 
-    Raises ``TypeError`` if ``model`` is not a Keras model or cannot be rebuilt from its config,
-    and ``ValueError`` if it was never built.
+    Raises ``TypeError`` if ``model`` is not a Keras model or cannot be rebuilt (the message says
+    what to do), and ``ValueError`` if it was never built or its rebuilt copy differs in structure.
     """
-    _check_model(model, "model")
-    strategy = _strategy_of(model)
-    with strategy.scope() if strategy is not None else _nullcontext():
-        try:
-            copy = keras.models.clone_model(model)
-        except Exception as error:  # a subclassed model whose constructor arguments Keras cannot rebuild
-            raise TypeError(
-                f"model {model.name!r} ({type(model).__name__}) cannot be rebuilt from its config: "
-                "give the class a get_config() that returns its constructor arguments "
-                f"({type(error).__name__}: {_first_line(error)})"
-            ) from error
-        if not copy.built or not copy.variables:
-            copy.build_from_config(model.get_build_config())
-    for s, t in _pair(model, copy):
-        t.variable.assign(_tf_variable(s.variable))
+    _check_built(model, "model")
+    copy = fresh_copy(model)
+    try:
+        _pair(model, copy)
+    except ValueError as error:
+        raise ValueError(
+            f"snapshot rebuilt {model.name!r} ({type(model).__name__}) but the copy does not match it ({error}). "
+            f"Does get_config() of {type(model).__name__} return every constructor argument? "
+            "Otherwise build the copy yourself and fill it with snapshots.sync(model, copy)"
+        ) from None
+    sync(model, copy)
     return copy
-
-
-def _strategy_of(model: keras.Model):
-    value = _tf_variable(model.variables[0])
-    if isinstance(value, tf.distribute.DistributedValues) and not tf.distribute.has_strategy():
-        return value.distribute_strategy
-    return None
-
-
-def _first_line(error: Exception) -> str:
-    return next((line.strip() for line in str(error).splitlines() if line.strip()), "")
-
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 # --------------------------------------------------------------------------- measuring
@@ -271,8 +270,8 @@ def parameter_distance(a: keras.Model, b: keras.Model) -> float:
     >>> parameter_distance(net, snapshot(net))
     0.0
     """
-    _check_model(a, "a")
-    _check_model(b, "b")
+    _check_built(a, "a")
+    _check_built(b, "b")
     squares = [
         tf.reduce_sum(tf.square(tf.cast(s.variable.value, tf.float64) - tf.cast(t.variable.value, tf.float64)))
         for s, t in _pair(a, b)
@@ -285,24 +284,38 @@ def parameter_distance(a: keras.Model, b: keras.Model) -> float:
 
 
 def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.optimizers.Optimizer) -> Callable:
-    """A compiled training step ``(x, y) -> loss`` (one gradient step of ``model`` on the batch).
+    """A compiled training step ``(x, y) -> loss``: one gradient step of ``model`` on the batch.
+
+    The loss is Keras' (``loss_fn`` plus ``model.losses``, e.g. an L2 regulariser); a per-example
+    loss is refused when the step is first traced, before any weight changes. The trainable
+    variables are read at every call: freezing a layer later retraces the step, it does not keep
+    training the layer. It is a single-device step (for measuring what a copy costs): a model whose
+    variables live in a ``tf.distribute`` strategy is refused; train those with ``fit`` or
+    ``strategy.run``.
 
     >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     >>> step = make_train_step(net, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))
     >>> float(step(tf.ones((4, 3)), tf.zeros((4, 1)))) >= 0
     True
     """
-    _check_model(model, "model")
-    if not callable(loss_fn):
-        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+    _check_built(model, "model")
+    check_loss_fn(loss_fn)
+    check_optimizer(optimizer)
+    if isinstance(tf_variable(model.variables[0]), tf.distribute.DistributedValues):
+        raise ValueError(f"model {model.name!r} lives in a tf.distribute strategy: make_train_step builds a "
+                         "single-device step; train it with model.fit or your own strategy.run step "
+                         "(snapshot and sync work under the strategy)")
 
     @tf.function
-    def step(x, y):
+    def compiled(x, y, key):  # ``key`` (the trainable set) is only there to retrace when it changes
+        variables = model.trainable_variables
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            loss = total_loss(model, loss_fn, y, model(x, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss
+
+    def step(x, y):
+        return compiled(x, y, trainable_key(model))
 
     return step
 
@@ -314,9 +327,12 @@ def copy_methods(source: keras.Model, target: keras.Model, directory: str) -> di
     * ``"set_weights(get_weights())"``: a round trip through NumPy on the host;
     * ``"checkpoint write + read"``: ``tf.train.Checkpoint`` written to ``directory`` and read into ``target``;
     * ``"clone_model + copy"``: a new model every time (:func:`snapshot`).
-    """
-    import os
 
+    Raises ``ValueError`` if the models differ in structure or ``directory`` is not a folder.
+    """
+    _pair(source, target)
+    if not isinstance(directory, (str, os.PathLike)) or not os.path.isdir(directory):
+        raise ValueError(f"directory must be an existing folder for the checkpoint, got {directory!r}")
     prefix = os.path.join(directory, "past")
     write, read = tf.train.Checkpoint(model=source), tf.train.Checkpoint(model=target)
 
@@ -355,11 +371,15 @@ def measure_copy_costs(
     >>> sorted(costs)
     ['sync + step', 'train step alone']
     """
-    from helpers import measure
-
-    if not methods:
-        raise ValueError("methods must name at least one copy method")
+    if not callable(step):
+        raise TypeError(f"step must be callable as step(*batch), got {type(step).__name__}")
+    if not isinstance(batch, (tuple, list)):
+        raise TypeError(f"batch must be a tuple of step's arguments such as (x, y), got {type(batch).__name__}")
+    if not isinstance(methods, dict) or not methods:
+        raise ValueError("methods must be a dict naming at least one copy method")
     fns: dict[str, Callable[[], Any]] = {"train step alone": lambda: step(*batch)}
     for name, copy in methods.items():
+        if not callable(copy):
+            raise TypeError(f"methods[{name!r}] must be callable with no arguments, got {type(copy).__name__}")
         fns[f"{name} + step"] = lambda copy=copy: (copy(), step(*batch))[1]
     return measure.interleaved(fns, rounds=rounds, warmup=warmup, statistic="min")

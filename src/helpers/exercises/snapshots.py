@@ -1,16 +1,20 @@
-"""Checker for notebook 05's exercise: the soft (Polyak) update of a past network."""
+"""Checkers for notebook 05's exercises: the soft (Polyak) update, and a complete in-memory snapshot."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 import numpy as np
+import tensorflow as tf
 import keras
 
 from helpers import snapshots
 from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
 _TAU = 0.25
+
+
+# --------------------------------------------------------------------------- soft update
 
 
 def _pair_of_networks() -> tuple[keras.Model, keras.Model]:
@@ -72,3 +76,79 @@ def check_soft_update(soft_update: Callable) -> None:
     expect(all(np.allclose(t, s, rtol=0, atol=1e-6) for t, s in zip(dst2, src0)),
            "with tau=1 the past network must become an exact copy of the current one, and it did not")
     passed(f"tau={_TAU} moves every past weight {_TAU:.0%} of the way; tau=1 copies exactly; sources untouched.")
+
+
+# --------------------------------------------------------------------------- remember and restore
+
+
+def _batchnorm_network() -> tuple[keras.Model, np.ndarray, np.ndarray]:
+    keras.utils.set_random_seed(303)
+    rng = np.random.default_rng(303)
+    x = rng.normal(2.0, 3.0, size=(32, 4)).astype("float32")  # far from BatchNorm's initial 0 / 1
+    y = rng.normal(size=(32, 1)).astype("float32")
+    model = keras.Sequential([
+        keras.Input((4,)), keras.layers.Dense(6, activation="relu", name="hidden"),
+        keras.layers.BatchNormalization(name="norm"), keras.layers.Dense(1, name="head"),
+    ], name="net")
+    return model, x, y
+
+
+def _train(model: keras.Model, x: np.ndarray, y: np.ndarray, steps: int = 3) -> None:
+    """SGD steps in training mode: the weights and BatchNorm's moving statistics both move."""
+    expect(bool(model.trainable_variables), "after remember(), the model has no trainable variables: "
+           "remember() should leave the model as it was (did it freeze it?)")
+    optimizer = keras.optimizers.SGD(0.05)
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(x, training=True) - y) ** 2)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+
+def _state(model: keras.Model) -> dict[str, np.ndarray]:
+    return {e.label: np.array(e.variable.numpy(), copy=True) for e in snapshots.state_paths(model)}
+
+
+def _differ(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> list[str]:
+    return [label for label in a if not np.array_equal(a[label], b[label])]
+
+
+def _missed(remembered: dict[str, np.ndarray], model: keras.Model, when: str) -> None:
+    missed = _differ(remembered, _state(model))
+    if not missed:
+        return
+    total = len(remembered)
+    if len(missed) == total:
+        raise CheckFailed(
+            f"{when} restore() left all {total} state variables where training had moved them: did you "
+            "keep the *values* of the variables at remember() time, or the variables themselves (which "
+            "keep changing)?")
+    trainable = {e.label for e in snapshots.state_paths(model) if e.trainable}
+    hint = (" They are not trainable, so model.trainable_variables does not list them, yet they decide "
+            "the output at inference: a snapshot must hold them too."
+            if not set(missed) & trainable else "")
+    raise CheckFailed(f"{when} restore() left {len(missed)} of {total} state variables where training had "
+                      f"moved them: {', '.join(missed)}.{hint}")
+
+
+def check_remember(remember: Callable) -> None:
+    """``remember(model)`` must return a function ``restore()`` that puts back **all** of the
+    model's state as it was when ``remember`` was called, however often the model trains and
+    ``restore()`` is called, and ``remember`` itself must change nothing."""
+    model, x, y = _batchnorm_network()
+    _train(model, x, y)  # the moving statistics are no longer 0 and 1
+    remembered = _state(model)
+
+    restore = call_learner(remember, model, name="remember")
+    expect(callable(restore), f"remember(model) should return a function restore(), got {type(restore).__name__}")
+    expect(not _differ(remembered, _state(model)),
+           "remember(model) changed the model's state: it should only take note of it")
+    output = model(x, training=False).numpy()
+
+    for when in ("After one round of training,", "After training again, a second"):
+        _train(model, x, y)
+        call_learner(restore, name="restore")
+        _missed(remembered, model, when)
+    expect(np.array_equal(model(x, training=False).numpy(), output),
+           "after restore() the model's output at inference differs from the remembered one")
+    passed(f"restore() brings back all {len(remembered)} state variables (BatchNorm's moving statistics "
+           "included), every time it is called.")
