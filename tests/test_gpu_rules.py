@@ -529,8 +529,12 @@ def test_a_loop_that_scales_the_loss_steps_the_same_with_a_loss_scale_optimizer(
     _loss_scaled_step_matches_plain("a loop that calls optimizer.scale_loss")
 
 
-@pytest.mark.xfail(strict=True, reason="helpers do not call optimizer.scale_loss (docs/gpu.md, mixed precision)")
-@pytest.mark.parametrize("loop", _LOOPS[:3])
+_NOT_YET_SCALED = {"accumulation.train_accumulated", "validation.train_with_validation"}
+
+
+@pytest.mark.parametrize("loop", [pytest.param(loop, marks=pytest.mark.xfail(
+    strict=True, reason="does not call optimizer.scale_loss yet (docs/gpu.md, mixed precision)"))
+    if loop in _NOT_YET_SCALED else loop for loop in _LOOPS[:3]])
 def test_helper_training_loops_scale_the_loss_for_a_loss_scale_optimizer(loop):
     _loss_scaled_step_matches_plain(loop)
 

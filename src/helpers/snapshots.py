@@ -289,7 +289,8 @@ def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.opti
     The loss is Keras' (``loss_fn`` plus ``model.losses``, e.g. an L2 regulariser); a per-example
     loss is refused when the step is first traced, before any weight changes. The trainable
     variables are read at every call: freezing a layer later retraces the step, it does not keep
-    training the layer. It is a single-device step (for measuring what a copy costs): a model whose
+    training the layer. With a ``keras.optimizers.LossScaleOptimizer`` (mixed precision) the loss is
+    scaled before the gradient, as Keras' ``fit`` does, and the optimizer unscales. It is a single-device step (for measuring what a copy costs): a model whose
     variables live in a ``tf.distribute`` strategy is refused; train those with ``fit`` or
     ``strategy.run``.
 
@@ -311,7 +312,8 @@ def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.opti
         variables = model.trainable_variables
         with tf.GradientTape() as tape:
             loss = total_loss(model, loss_fn, y, model(x, training=True))
-        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            scaled = optimizer.scale_loss(loss)  # a LossScaleOptimizer's scale (mixed precision), else loss
+        optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
         return loss
 
     def step(x, y):
