@@ -18,7 +18,7 @@ DEVICE = runtime.setup(seed=0)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from helpers import decoupling, measure  # noqa: E402
+from helpers import decoupling, measure, molecules  # noqa: E402
 
 ITERATIONS = 10
 EPOCHS = 3
@@ -46,23 +46,22 @@ class DenseAtoms:
 
 
 def main() -> None:
-    batches = list(decoupling.molecule_dataset(120, batch_size=8, seed=1))
+    batches = list(molecules.molecule_dataset(120, batch_size=8, seed=1))
     loss_fn = keras.losses.MeanSquaredError(dtype="float64")
-    template = decoupling.PerAtomEnergy(hidden=16)
+    template = molecules.PerAtomEnergy(hidden=16)
     template(batches[0][0])
     traces: dict[str, int] = {}
 
     def one_pass(name, make_compiled, eager=False):
         def run():
-            model = decoupling.PerAtomEnergy(hidden=16)
+            model = molecules.PerAtomEnergy(hidden=16)
             model(batches[0][0])
             model.set_weights(template.get_weights())
             compiled = make_compiled(model)
             tf.config.run_functions_eagerly(eager)
             try:
                 for batch in batches * EPOCHS:
-                    objective = decoupling.BatchObjective(model, loss_fn, batch, compiled=compiled)
-                    decoupling.minimize_on_batch(model, loss_fn, batch, max_iterations=ITERATIONS, objective=objective)
+                    decoupling.minimize_on_batch(model, loss_fn, batch, max_iterations=ITERATIONS, compiled=compiled)
             finally:
                 tf.config.run_functions_eagerly(False)
             traces[name] = 0 if eager else compiled.traces

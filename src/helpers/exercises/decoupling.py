@@ -7,7 +7,7 @@ from typing import Callable
 
 import keras
 
-from helpers import decoupling
+from helpers import decoupling, molecules
 from helpers.exercises._core import call_learner, expect, passed
 
 _BATCHES, _ITERATIONS = 3, 8
@@ -17,10 +17,10 @@ def check_fit_batches(fit_batches: Callable) -> None:
     """``fit_batches(iterator, model, loss_fn, num_batches, max_iterations)`` must take
     ``num_batches`` batches from ``iterator``, one at a time, run L-BFGS on each, and return
     the list of final losses (one float per batch)."""
-    dataset = decoupling.molecule_dataset(40, batch_size=6, seed=11)
+    dataset = molecules.molecule_dataset(40, batch_size=6, seed=11)
     loss_fn = keras.losses.MeanSquaredError(dtype="float64")
     first = next(iter(dataset))
-    theirs, ours = decoupling.PerAtomEnergy(hidden=8), decoupling.PerAtomEnergy(hidden=8)
+    theirs, ours = molecules.PerAtomEnergy(hidden=8), molecules.PerAtomEnergy(hidden=8)
     theirs(first[0]), ours(first[0])
     ours.set_weights(theirs.get_weights())
 
