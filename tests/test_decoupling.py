@@ -1,6 +1,7 @@
 """helpers.molecules and helpers.decoupling (notebook 01), and the notebook's exercise checkers."""
 
 import gc
+import re
 import math
 import weakref
 
@@ -514,3 +515,131 @@ def test_under_mirrored_strategy_a_scope_model_is_optimised_outside_and_refused_
     """)
     assert out.splitlines() == [
         "inside: True", "unchanged: True", "same result: True True", "replicas in sync: True"]
+
+
+# ----------------------------------------------------------------- exercise checkers
+
+
+def _checker():
+    from helpers.exercises import checker
+
+    return checker("decoupling")
+
+
+def _notebook(name, student=False):
+    from tests.notebook_answers import answer, stub
+
+    return (stub if student else answer)("01_queue_decoupling", name, {"decoupling": d, "molecules": M})
+
+
+def _failure(check, fn):
+    from helpers.exercises import CheckFailed
+
+    with pytest.raises(CheckFailed) as caught:
+        check(fn)
+    message = str(caught.value)
+    assert "\n" not in message  # one line in the notebook and in nbgrader's feedback
+    return message
+
+
+def test_armijo_checker_accepts_the_notebook_answer_and_rejects_the_stub(capsys):
+    _checker().check_armijo_step(_notebook("armijo_step"))
+    assert capsys.readouterr().out.startswith("Correct:")
+    assert "not written yet" in _failure(_checker().check_armijo_step, _notebook("armijo_step", student=True))
+
+
+def _armijo_variant(*, leak=False, fixed_shrink=None, restore=True, keep_point=True):
+    """Typical wrong answers to exercise 1, built around BatchObjective."""
+
+    def armijo_step(iterator, model, loss_fn, shrink=0.5, c=1e-4, max_tries=30):
+        objective = d.BatchObjective(model, loss_fn, next(iterator))
+        theta = objective.initial_params()
+        f0, g = objective(theta)
+        t = 1.0
+        for _ in range(max_tries):
+            probe = d.BatchObjective(model, loss_fn, next(iterator)) if leak else objective
+            if probe(theta - t * g)[0] <= f0 - c * t * (g @ g):
+                if not keep_point:
+                    objective.assign(theta)
+                return t
+            t *= fixed_shrink or shrink
+        if restore:
+            objective.assign(theta)
+        return 0.0 if restore else t
+
+    return armijo_step
+
+
+@pytest.mark.parametrize("variant, hint", [
+    (_armijo_variant(leak=True), "ran it dry, but it needs only 1"),
+    (_armijo_variant(fixed_shrink=0.5), "shrink=0.25.*not the first of 1, shrink"),
+    (_armijo_variant(keep_point=False), "model is not at theta - t\\*g"),
+    (_armijo_variant(restore=False), "max_tries=1 .*or 0.0 when none does"),
+])
+def test_armijo_checker_names_each_typical_mistake(variant, hint):
+    assert re.search(hint, _failure(_checker().check_armijo_step, variant))
+
+
+def test_gradient_check_checker_accepts_the_notebook_answer_and_rejects_the_stub(capsys):
+    _checker().check_gradient_check(_notebook("gradient_check"))
+    assert capsys.readouterr().out.startswith("Correct:")
+    assert "not written yet" in _failure(_checker().check_gradient_check, _notebook("gradient_check", student=True))
+
+
+def _gradient_check_variant(*, compile="signature", training=False, restore_each=True, restore_end=True,
+                            central=True, leak=False):
+    """Typical wrong answers to exercise 2, with their own loss-and-gradient function."""
+
+    def gradient_check(iterator, model, loss_fn, num_batches, h):
+        def loss_and_grads(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=training))
+            return loss, tape.gradient(loss, model.trainable_variables)
+
+        if compile == "signature":
+            signature = [tf.RaggedTensorSpec([None, None, 8], tf.float64, 1), tf.TensorSpec([None], tf.float64)]
+            loss_and_grads = tf.function(loss_and_grads, input_signature=signature)
+        elif compile == "plain":
+            loss_and_grads = tf.function(loss_and_grads)
+        variables = model.trainable_variables
+        start = [v.numpy() for v in variables]
+        pairs = []
+        for _ in range(num_batches):
+            x, y = next(iterator)
+            _, grads = loss_and_grads(x, y)
+            norm = float(tf.linalg.global_norm(grads))
+            ends = []
+            for sign in (1.0, -1.0) if central else (1.0, 0.0):
+                if leak:
+                    x, y = next(iterator)
+                for v, w0, g in zip(variables, start, grads):
+                    v.assign(w0 + sign * h * g / norm)
+                ends.append(float(loss_and_grads(x, y)[0]))
+            if restore_each:
+                for v, w0 in zip(variables, start):
+                    v.assign(w0)
+            pairs.append((norm, (ends[0] - ends[1]) / ((2 if central else 1) * h)))
+        if restore_end:
+            for v, w0 in zip(variables, start):
+                v.assign(w0)
+        return pairs
+
+    return gradient_check
+
+
+def test_gradient_check_checker_accepts_a_hand_compiled_answer(capsys):
+    _checker().check_gradient_check(_gradient_check_variant())
+    assert "one trace" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("variant, hint", [
+    (_gradient_check_variant(compile="plain"), "traced 2 times for batches of \\[5, 5, 2\\] molecules"),
+    (_gradient_check_variant(compile="eager"), "never inside tf.function"),
+    (_gradient_check_variant(training=True), "training=True"),
+    (_gradient_check_variant(leak=True), "ran it dry, but it needs only 3"),
+    (_gradient_check_variant(restore_each=False, restore_end=False), "not exactly what they were"),
+    (_gradient_check_variant(restore_each=False), "batch 1: gradient norm"),
+    (_gradient_check_variant(central=False), "batch 0: finite difference"),
+])
+def test_gradient_check_checker_names_each_typical_mistake(variant, hint):
+    assert re.search(hint, _failure(_checker().check_gradient_check, variant))

@@ -267,8 +267,8 @@ class BatchObjective:
         if trainable_key(self.model) != self._key:
             now = sum(math.prod(v.shape) for v in self.model.trainable_variables)
             raise ValueError(
-                f"model {self.model.name!r} now has {now} trainable parameters, but this BatchObjective "
-                f"was made for {self.size}: a layer was frozen or unfrozen since. Make a new "
+                f"the model now has {now} trainable parameters, but this BatchObjective was made for "
+                f"{self.size}: a layer was frozen or unfrozen since. Make a new "
                 "BatchObjective (minimize_on_batch makes one per call)")
 
     def initial_params(self) -> np.ndarray:
