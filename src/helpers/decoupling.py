@@ -40,16 +40,16 @@ __all__ = [
 def _refuse_strategy(what: str) -> None:
     """One-device helpers refuse to run under a ``tf.distribute`` strategy (before any state changes).
 
-    Inside ``strategy.scope()`` a Keras loss divides the batch mean by the number of replicas, and
-    gradients of mirrored variables cannot be taken outside a replica context.
+    Inside ``strategy.scope()`` Keras divides a loss's batch mean by the number of replicas, and the
+    gradient of a mirrored variable cannot be taken outside a replica context.
     """
     if tf.distribute.has_strategy():
         strategy = tf.distribute.get_strategy()
         raise RuntimeError(
             f"{what} evaluates the whole batch on one device, but it was called inside the scope of a "
-            f"{type(strategy).__name__} ({strategy.num_replicas_in_sync} replicas), where Keras losses are "
-            "divided by the replica count: call it outside `strategy.scope()` (a model built inside the "
-            "scope works outside it)")
+            f"{type(strategy).__name__} ({strategy.num_replicas_in_sync} replicas), where Keras divides losses "
+            "by the replica count and mirrored variables have no gradient outside a replica: call it outside "
+            "`strategy.scope()` (a model built inside the scope works outside it)")
 
 
 def _original_error(error: Exception) -> Exception:
