@@ -1,4 +1,9 @@
+"""helpers.molecules and helpers.decoupling (notebook 01), and the notebook's exercise checkers."""
+
+import gc
+import re
 import math
+import weakref
 
 import keras
 import numpy as np
@@ -6,30 +11,52 @@ import pytest
 import tensorflow as tf
 
 from helpers import decoupling as d
-from helpers.exercises import CheckFailed
-from helpers.exercises.decoupling import check_fit_batches
+from helpers import molecules as M
 
 LOSS = keras.losses.MeanSquaredError(dtype="float64")
 
 
 @pytest.fixture(scope="module")
 def dataset():
-    return d.molecule_dataset(30, batch_size=7, min_atoms=3, max_atoms=9, seed=3)
+    return M.molecule_dataset(30, batch_size=7, min_atoms=3, max_atoms=9, seed=3)
 
 
-def _model(batch, hidden=6, seed=0):
+def _model(batch, hidden=6, seed=0, **kwargs):
     keras.utils.set_random_seed(seed)
-    model = d.PerAtomEnergy(hidden=hidden)
+    model = M.PerAtomEnergy(hidden=hidden, **kwargs)
     model(batch[0])
     return model
+
+
+def _weights(model):
+    return [np.array(v.numpy()) for v in model.weights]
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def _dense_regularised(seed=0, l2=0.1, dtype="float64"):
+    """A functional (non-ragged) model with an L2 kernel regulariser."""
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((3,), dtype=dtype)
+    hidden = keras.layers.Dense(5, activation="tanh", kernel_regularizer=keras.regularizers.L2(l2),
+                                dtype=dtype)(inputs)
+    return keras.Model(inputs, keras.layers.Dense(1, dtype=dtype)(hidden))
+
+
+def _dense_batch(n=12, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3))
+    return tf.constant(x), tf.constant(np.sin(x).sum(axis=1, keepdims=True))
 
 
 # ----------------------------------------------------------------- data and model
 
 
 def test_morse_energy_of_a_dimer_at_rest_is_minus_the_well_depth_and_zero_far_apart():
-    assert d.morse_energy(np.array([[0.0, 0, 0], [d.MORSE_DISTANCE, 0, 0]])) == pytest.approx(-d.MORSE_DEPTH)
-    assert d.morse_energy(np.array([[0.0, 0, 0], [50.0, 0, 0]])) == pytest.approx(0.0, abs=1e-12)
+    assert M.morse_energy(np.array([[0.0, 0, 0], [M.MORSE_DISTANCE, 0, 0]])) == pytest.approx(-M.MORSE_DEPTH)
+    assert M.morse_energy(np.array([[0.0, 0, 0], [50.0, 0, 0]])) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_dataset_is_ragged_deterministic_with_a_smaller_last_batch(dataset):
@@ -37,7 +64,7 @@ def test_dataset_is_ragged_deterministic_with_a_smaller_last_batch(dataset):
     assert [int(x.nrows()) for x, _ in batches] == [7, 7, 7, 7, 2]
     counts = np.concatenate([x.row_lengths().numpy() for x, _ in batches])
     assert counts.min() >= 3 and counts.max() <= 9 and len(set(counts)) > 3
-    again = list(d.molecule_dataset(30, batch_size=7, min_atoms=3, max_atoms=9, seed=3))
+    again = list(M.molecule_dataset(30, batch_size=7, min_atoms=3, max_atoms=9, seed=3))
     for (x1, y1), (x2, y2) in zip(batches, again):
         assert np.array_equal(x1.flat_values.numpy(), x2.flat_values.numpy())
         assert np.array_equal(y1.numpy(), y2.numpy())
@@ -45,10 +72,10 @@ def test_dataset_is_ragged_deterministic_with_a_smaller_last_batch(dataset):
 
 def test_targets_are_the_morse_energy_of_the_generated_clusters():
     rng = np.random.default_rng(5)
-    cluster = d.random_cluster(int(rng.integers(3, 6)), rng)
-    _, y = next(iter(d.molecule_dataset(1, batch_size=1, min_atoms=3, max_atoms=5, seed=5)))
-    assert float(y[0]) == pytest.approx(d.morse_energy(cluster), rel=1e-6)
-    distances = d._pair_distances(cluster)[np.triu_indices(len(cluster), 1)]
+    cluster = M.random_cluster(int(rng.integers(3, 6)), rng)
+    _, y = next(iter(M.molecule_dataset(1, batch_size=1, min_atoms=3, max_atoms=5, seed=5)))
+    assert float(y[0]) == pytest.approx(M.morse_energy(cluster), rel=1e-6)
+    distances = M._pair_distances(cluster)[np.triu_indices(len(cluster), 1)]
     assert distances.min() >= 0.8
 
 
@@ -62,7 +89,7 @@ def test_targets_are_the_morse_energy_of_the_generated_clusters():
 ])
 def test_dataset_bad_arguments(kwargs, error, name):
     with pytest.raises(error, match=name):
-        d.molecule_dataset(**kwargs)
+        M.molecule_dataset(**kwargs)
 
 
 def test_data_and_model_compute_in_float64_by_default_and_float32_on_request(dataset):
@@ -70,19 +97,22 @@ def test_data_and_model_compute_in_float64_by_default_and_float32_on_request(dat
     assert x.dtype == y.dtype == tf.float64
     model = _model((x, y))
     assert model(x).dtype == tf.float64 and {v.dtype for v in model.weights} == {"float64"}
-    x32, _ = next(iter(d.molecule_dataset(7, batch_size=7, min_atoms=3, max_atoms=9, seed=3, dtype="float32")))
-    small = d.PerAtomEnergy(hidden=6, dtype="float32")
+    x32, _ = next(iter(M.molecule_dataset(7, batch_size=7, min_atoms=3, max_atoms=9, seed=3, dtype="float32")))
+    small = M.PerAtomEnergy(hidden=6, dtype="float32")
     assert x32.dtype == tf.float32 and small(x32).dtype == tf.float32
-    assert d.PerAtomEnergy.from_config(model.get_config())(x).dtype == tf.float64
+    assert M.PerAtomEnergy.from_config(model.get_config())(x).dtype == tf.float64
 
 
 @pytest.mark.parametrize("kwargs, error, name", [
     ({"dtype": "int32"}, TypeError, "dtype"),
     ({"hidden": 0}, ValueError, "hidden"),
+    ({"dropout": 1.0}, ValueError, "dropout"),
+    ({"dropout": "0.1"}, ValueError, "dropout"),
+    ({"batch_norm": 1}, TypeError, "batch_norm"),
 ])
 def test_model_bad_arguments(kwargs, error, name):
     with pytest.raises(error, match=name):
-        d.PerAtomEnergy(**kwargs)
+        M.PerAtomEnergy(**kwargs)
 
 
 def test_per_atom_model_sums_atoms_and_ignores_their_order(dataset):
@@ -93,6 +123,16 @@ def test_per_atom_model_sums_atoms_and_ignores_their_order(dataset):
     np.testing.assert_allclose(whole, one_by_one, rtol=1e-5)
     reversed_atoms = tf.ragged.map_flat_values(tf.identity, tf.reverse(x, axis=[1]))
     np.testing.assert_allclose(model(reversed_atoms).numpy(), whole, rtol=1e-5)
+
+
+def test_dropout_and_batch_norm_make_training_mode_random_and_inference_mode_repeatable(dataset):
+    x, _ = next(iter(dataset))
+    model = _model((x, None), dropout=0.3, batch_norm=True)
+    assert not np.array_equal(model(x, training=True).numpy(), model(x, training=True).numpy())
+    assert np.array_equal(model(x, training=False).numpy(), model(x, training=False).numpy())
+    config = model.get_config()
+    assert config["dropout"] == 0.3 and config["batch_norm"] is True
+    assert M.PerAtomEnergy.from_config(config).dropout == 0.3
 
 
 # ----------------------------------------------------------------- compiled objective
@@ -116,8 +156,141 @@ def test_loss_and_gradient_match_eager_tape(dataset):
     with tf.GradientTape() as tape:
         eager = LOSS(batch[1], model(batch[0]))
     for g, e in zip(grads, tape.gradient(eager, model.trainable_variables)):
-        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
-    assert float(loss) == pytest.approx(float(eager), rel=1e-6)
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-10, atol=1e-12)
+    assert float(loss) == pytest.approx(float(eager), rel=1e-12)
+
+
+def test_loss_counts_regularisers_as_keras_evaluate_does():
+    model = _dense_regularised(dtype="float32")  # Keras' evaluate fails on float64 regularisers
+    x, y = (tf.cast(t, tf.float32) for t in _dense_batch())
+    loss_fn = keras.losses.MeanSquaredError()
+    model.compile(loss=loss_fn)
+    expected = model.evaluate(x, y, verbose=0)
+    loss, grads = d.LossAndGradient(model, loss_fn)(x, y)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    assert float(loss) > float(loss_fn(y, model(x))) + 1e-3  # the regulariser is really in there
+    with tf.GradientTape() as tape:
+        keras_loss = loss_fn(y, model(x)) + tf.add_n(model.losses)
+    for g, e in zip(grads, tape.gradient(keras_loss, model.trainable_variables)):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5)
+
+
+def test_minimize_on_batch_reaches_the_ridge_solution_not_least_squares():
+    # loss + L2 on a linear model is ridge regression: mean((Xw + b - y)^2) + lam |w|^2, solved exactly
+    lam = 0.5
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,), dtype="float64"),
+                              keras.layers.Dense(1, kernel_regularizer=keras.regularizers.L2(lam), dtype="float64")])
+    x, y = _dense_batch()
+    result = d.minimize_on_batch(model, LOSS, (x, y), max_iterations=200)
+    n = x.shape[0]
+    design = np.hstack([x.numpy(), np.ones([n, 1])])
+    penalty = np.diag([lam, lam, lam, 0.0])  # the bias is not regularised
+    ridge = np.linalg.solve(design.T @ design / n + penalty, design.T @ y.numpy()[:, 0] / n)
+    least_squares = np.linalg.lstsq(design, y.numpy()[:, 0], rcond=None)[0]
+    ours = np.append(model.layers[0].kernel.numpy()[:, 0], model.layers[0].bias.numpy())
+    np.testing.assert_allclose(ours, ridge, atol=1e-4)  # L-BFGS-B stops at its default tolerance
+    assert np.abs(ours - least_squares).max() > 1e-2
+    assert result.fun == pytest.approx(float(LOSS(y, model(x)) + tf.add_n(model.losses)), rel=1e-10)
+
+
+def test_sample_weights_in_the_batch_are_honoured(dataset):
+    x, y = next(iter(dataset))
+    model = _model((x, y))
+    weights = tf.constant(np.linspace(0.0, 1.0, int(x.nrows())))
+    compute = d.LossAndGradient(model, LOSS)
+    loss, _ = compute(x, y, weights)
+    assert float(loss) == pytest.approx(float(LOSS(y, model(x), sample_weight=weights)), rel=1e-12)
+    assert float(loss) != pytest.approx(float(compute(x, y)[0]))
+    objective = d.BatchObjective(model, LOSS, (x, y, weights))
+    assert objective(objective.initial_params())[0] == pytest.approx(float(loss), rel=1e-12)
+
+
+def test_a_per_example_loss_is_refused_naming_it_before_anything_changes(dataset):
+    batch = next(iter(dataset))
+    model = _model(batch)
+    before = _weights(model)
+
+    def squared_error(y_true, y_pred):  # no reduction: one value per molecule
+        return tf.square(y_true - y_pred)
+
+    with pytest.raises(ValueError, match="loss_fn squared_error returned shape .* one value per example"):
+        d.minimize_on_batch(model, squared_error, batch)
+    assert _same(before, _weights(model))
+    dense = _dense_regularised()
+    with pytest.raises(ValueError, match="MeanSquaredError returned shape"):
+        d.LossAndGradient(dense, keras.losses.MeanSquaredError(reduction=None, dtype="float64"))(*_dense_batch())
+
+
+def test_gradients_follow_freezing_and_unfreezing(dataset):
+    batch = next(iter(dataset))
+    model = _model(batch)
+    compute = d.LossAndGradient(model, LOSS)
+    assert len(compute(*batch)[1]) == 4
+    model.atom_hidden.trainable = False
+    _, grads = compute(*batch)
+    assert [g.shape for g in grads] == [v.shape for v in model.trainable_variables] and len(grads) == 2
+    model.atom_hidden.trainable = True
+    assert len(compute(*batch)[1]) == 4
+    assert compute.traces == 2  # one per trainable set, reused when the set comes back
+
+
+def test_a_layer_frozen_after_a_first_call_is_not_trained(dataset):
+    batch = next(iter(dataset))
+    model = _model(batch)
+    d.minimize_on_batch(model, LOSS, batch, max_iterations=3)  # the shared function is traced
+    model.atom_hidden.trainable = False
+    frozen = _weights(model.atom_hidden)
+    energy = _weights(model.atom_energy)
+    result = d.minimize_on_batch(model, LOSS, batch, max_iterations=10)
+    assert np.isfinite(result.fun) and result.x.shape == (7,)
+    assert _same(frozen, _weights(model.atom_hidden)) and not _same(energy, _weights(model.atom_energy))
+
+
+def test_an_objective_made_before_freezing_refuses_to_run_and_says_why(dataset):
+    batch = next(iter(dataset))
+    model = _model(batch)
+    objective = d.BatchObjective(model, LOSS, batch)
+    theta = objective.initial_params()
+    model.atom_hidden.trainable = False
+    before = _weights(model)
+    for call in (lambda: objective(theta), objective.initial_params, lambda: objective.assign(theta)):
+        with pytest.raises(ValueError, match=r"now has 7 trainable parameters.*made for 61.*frozen or unfrozen"):
+            call()
+    assert _same(before, _weights(model)) and objective.evaluations == 0
+
+
+def test_batch_norm_and_dropout_models_give_a_deterministic_objective(dataset):
+    batch = next(iter(dataset))
+    model = _model(batch, dropout=0.3, batch_norm=True)
+    moving = _weights(model.atom_norm)
+    objective = d.BatchObjective(model, LOSS, batch)
+    theta = objective.initial_params()
+    first, second = objective(theta), objective(theta)
+    assert first[0] == second[0] and np.array_equal(first[1], second[1])
+    result = d.minimize_on_batch(model, LOSS, batch, max_iterations=10)
+    assert result.fun < first[0]
+    # BatchNorm's moving statistics are not trainable and inference mode never updates them
+    assert _same(moving[2:], _weights(model.atom_norm)[2:])
+
+
+def test_subclassed_and_sequential_models_work():
+    x, y = _dense_batch()
+
+    class TwoLayers(keras.Model):
+        def __init__(self):
+            super().__init__(dtype="float64")
+            self.inner, self.outer = keras.layers.Dense(4, activation="relu"), keras.layers.Dense(1)
+
+        def call(self, inputs):
+            return self.outer(self.inner(inputs))
+
+    keras.utils.set_random_seed(0)
+    sequential = keras.Sequential([keras.layers.Dense(4, activation="relu", dtype="float64"),
+                                   keras.layers.Dense(1, dtype="float64")])
+    for model in (TwoLayers(), sequential):  # neither is built yet
+        result = d.minimize_on_batch(model, LOSS, (x, y), max_iterations=20)
+        assert model.built and result.fun < result.objective.losses[0]
 
 
 def test_objective_same_point_twice_is_identical_and_counts_evaluations(dataset):
@@ -151,35 +324,129 @@ def test_objective_shares_one_trace_across_batches_of_different_sizes(dataset):
     for objective in objectives:
         objective(objective.initial_params())
     assert len({int(x.flat_values.shape[0]) for x, _ in batches}) > 2
-    assert objectives[-1].traces <= 2
+    assert objectives[-1].traces == 1
 
 
-def test_wrong_length_params_is_a_clear_error(dataset):
+def test_a_batch_of_another_structure_is_a_clear_error(dataset):
+    x, y = next(iter(dataset))
+    compute = d.LossAndGradient(_model((x, y)), LOSS)
+    compute(x, y)
+    with pytest.raises(TypeError, match="x has type TensorSpec.*compiled for RaggedTensorSpec"):
+        compute(x.to_tensor(), y)
+
+
+def test_no_cache_keeps_a_model_alive(dataset):
     batch = next(iter(dataset))
-    objective = d.BatchObjective(_model(batch), LOSS, batch)
+    refs = []
+    for seed in range(4):
+        model = _model(batch, seed=seed)
+        d.minimize_on_batch(model, LOSS, batch, max_iterations=2)
+        d.BatchObjective(model, LOSS, batch)
+        refs.append(weakref.ref(model))
+        del model
+    gc.collect()
+    assert [r() for r in refs] == [None] * 4
+    assert len(d._shared) == 0
+
+
+def test_a_loss_and_gradient_you_hold_keeps_its_model(dataset):
+    batch = next(iter(dataset))
+    compute = d.LossAndGradient(_model(batch), LOSS)
+    gc.collect()
+    assert np.isfinite(float(compute(*batch)[0]))
+
+
+def test_shared_function_is_per_model_and_loss(dataset):
+    batch = next(iter(dataset))
+    model, other = _model(batch), _model(batch, seed=1)
+    loss2 = keras.losses.MeanSquaredError(dtype="float64")
+    shared = d.shared_loss_and_gradient(model, LOSS)
+    assert shared is d.shared_loss_and_gradient(model, LOSS)
+    assert shared is not d.shared_loss_and_gradient(other, LOSS)
+    assert shared is not d.shared_loss_and_gradient(model, loss2)
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        d.shared_loss_and_gradient("net", LOSS)
+
+
+# ----------------------------------------------------------------- bad input, before any state changes
+
+
+def test_wrong_length_or_non_finite_params_are_clear_errors(dataset):
+    batch = next(iter(dataset))
+    model = _model(batch)
+    objective = d.BatchObjective(model, LOSS, batch)
+    before = _weights(model)
     with pytest.raises(ValueError, match=rf"params .* {objective.size} trainable parameters"):
         objective(np.zeros(objective.size + 1))
-    assert objective.evaluations == 0
+    with pytest.raises(ValueError, match="params holds 1 NaN"):
+        objective(np.append(np.zeros(objective.size - 1), np.nan))
+    assert objective.evaluations == 0 and _same(before, _weights(model))
 
 
-def test_empty_batch_is_a_clear_error(dataset):
+@pytest.mark.parametrize("make_batch, error, match", [
+    (lambda x, y: (x[:0], y[:0]), ValueError, "batch is empty"),
+    (lambda x, y: x, TypeError, "batch must be an"),
+    (lambda x, y: (x, y[:3]), ValueError, "batch x holds 7 examples but y holds 3"),
+    (lambda x, y: (x, y, tf.ones([2], tf.float64)), ValueError, "batch sample_weight holds 2 examples"),
+    (lambda x, y: (x, tf.tensor_scatter_nd_update(y, [[0]], [np.nan])), ValueError, "batch y holds 1 NaN"),
+])
+def test_bad_batches_are_refused_when_the_objective_is_made(dataset, make_batch, error, match):
     x, y = next(iter(dataset))
-    with pytest.raises(ValueError, match="batch is empty"):
-        d.BatchObjective(_model((x, y)), LOSS, (x[:0], y[:0]))
+    model = _model((x, y))
+    before = _weights(model)
+    with pytest.raises(error, match=match):
+        d.BatchObjective(model, LOSS, make_batch(x, y))
+    with pytest.raises(error, match=match):
+        d.minimize_on_batch(model, LOSS, make_batch(x, y))
+    assert _same(before, _weights(model))
 
 
-def test_batch_must_be_a_pair(dataset):
-    x, _ = next(iter(dataset))
-    with pytest.raises(TypeError, match="batch"):
-        d.BatchObjective(_model((x, None)), LOSS, x)
+def test_bad_model_loss_and_compiled_name_the_argument(dataset):
+    batch = next(iter(dataset))
+    model, other = _model(batch), _model(batch, seed=1)
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        d.BatchObjective("net", LOSS, batch)
+    with pytest.raises(TypeError, match="loss_fn must be callable"):
+        d.LossAndGradient(model, "mse")
+    with pytest.raises(TypeError, match="relaxed must be True or False"):
+        d.LossAndGradient(model, LOSS, relaxed="yes")
+    with pytest.raises(TypeError, match="compiled must be a LossAndGradient"):
+        d.BatchObjective(model, LOSS, batch, compiled=lambda x, y: (0.0, []))
+    before = _weights(model)
+    with pytest.raises(ValueError, match="compiled was made for another model"):
+        d.minimize_on_batch(model, LOSS, batch, compiled=d.LossAndGradient(other, LOSS))
+    assert _same(before, _weights(model))
 
 
-def test_non_finite_loss_is_a_clear_error_not_a_silent_nan(dataset):
-    x, y = next(iter(dataset))
-    bad_y = tf.tensor_scatter_nd_update(y, [[0]], [np.nan])
-    objective = d.BatchObjective(_model((x, y)), LOSS, (x, bad_y))
-    with pytest.raises(FloatingPointError, match="loss is nan"):
-        objective(objective.initial_params())
+def test_a_model_with_nothing_to_train_is_a_clear_error(dataset):
+    batch = next(iter(dataset))
+    model = _model(batch)
+    model.trainable = False
+    with pytest.raises(ValueError, match="has no trainable variables"):
+        d.BatchObjective(model, LOSS, batch)
+
+
+def test_a_non_finite_loss_names_the_params_and_restores_the_last_finite_point(dataset):
+    batch = next(iter(dataset))
+    model = _model(batch)
+    objective = d.BatchObjective(model, LOSS, batch)
+    theta = objective.initial_params()
+    objective(theta * 0.5)
+    at_half = _weights(model)
+    with pytest.raises(FloatingPointError, match=r"at these params \(evaluation 2\); the batch is finite"):
+        objective(np.full_like(theta, 1e200))
+    assert _same(at_half, _weights(model)) and objective.evaluations == 1
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"max_iterations": 0}, ValueError), ({"max_iterations": 2.5}, TypeError), ({"method": 3}, TypeError)])
+def test_minimize_on_batch_bad_arguments(dataset, kwargs, error):
+    batch = next(iter(dataset))
+    model = _model(batch)
+    before = _weights(model)
+    with pytest.raises(error, match=next(iter(kwargs))):
+        d.minimize_on_batch(model, LOSS, batch, **kwargs)
+    assert _same(before, _weights(model))
 
 
 # ----------------------------------------------------------------- line search on one batch
@@ -194,15 +461,17 @@ def test_minimize_on_batch_dequeues_once_and_leaves_the_model_at_the_optimum(dat
     assert iterator.advances == 1
     assert result.objective.evaluations >= result.nit > 1
     assert result.fun < 0.1 * start
-    assert float(LOSS(batch[1], model(batch[0]))) == pytest.approx(result.fun, rel=1e-5)
+    assert float(LOSS(batch[1], model(batch[0]))) == pytest.approx(result.fun, rel=1e-10)
     assert result.iterates == sorted(result.iterates) and len(result.iterates) == result.nit
 
 
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (2.5, TypeError)])
-def test_minimize_on_batch_bad_max_iterations(dataset, bad, error):
-    batch = next(iter(dataset))
-    with pytest.raises(error, match="max_iterations"):
-        d.minimize_on_batch(_model(batch), LOSS, batch, max_iterations=bad)
+def test_minimize_on_batch_with_a_compiled_function_shares_its_trace(dataset):
+    batches = list(dataset)
+    model = _model(batches[0])
+    compute = d.LossAndGradient(model, LOSS)
+    for batch in batches:
+        d.minimize_on_batch(model, LOSS, batch, max_iterations=3, compiled=compute)
+    assert compute.traces == 1
 
 
 def test_dequeuing_inside_the_objective_changes_the_loss_at_the_same_point(dataset):
@@ -216,49 +485,161 @@ def test_dequeuing_inside_the_objective_changes_the_loss_at_the_same_point(datas
     assert leaky_objective() != leaky_objective()
 
 
-# ----------------------------------------------------------------- exercise checker
+def test_under_mirrored_strategy_a_scope_model_is_optimised_outside_and_refused_inside(fresh_python):
+    out = fresh_python("""
+        from helpers import runtime
+        runtime.setup(seed=0, replicas=2)
+        import numpy as np, tensorflow as tf, keras
+        from helpers import decoupling as d, molecules as M
+
+        strategy = tf.distribute.MirroredStrategy()
+        loss = keras.losses.MeanSquaredError(dtype="float64")
+        batch = next(iter(M.molecule_dataset(8, batch_size=8, seed=0)))
+        with strategy.scope():
+            mirrored = M.PerAtomEnergy(hidden=4)
+            mirrored(batch[0])
+        plain = M.PerAtomEnergy(hidden=4)
+        plain(batch[0])
+        plain.set_weights(mirrored.get_weights())
+        before = mirrored.get_weights()
+        with strategy.scope():
+            try:
+                d.minimize_on_batch(mirrored, loss, batch, max_iterations=5)
+            except RuntimeError as error:
+                print("inside:", "MirroredStrategy (2 replicas)" in str(error) and "outside" in str(error))
+        print("unchanged:", all(np.array_equal(a, b) for a, b in zip(before, mirrored.get_weights())))
+        ours, reference = (d.minimize_on_batch(m, loss, batch, max_iterations=5) for m in (mirrored, plain))
+        print("same result:", ours.fun == reference.fun, ours.fun < ours.objective.losses[0])
+        replicas = [strategy.experimental_local_results(v.value) for v in mirrored.trainable_variables]
+        print("replicas in sync:", all(np.array_equal(r[0].numpy(), r[1].numpy()) for r in replicas))
+    """)
+    assert out.splitlines() == [
+        "inside: True", "unchanged: True", "same result: True True", "replicas in sync: True"]
 
 
-def _reference(iterator, model, loss_fn, num_batches, max_iterations):
-    losses = []
-    for _ in range(num_batches):
-        batch = next(iterator)
-        losses.append(float(d.minimize_on_batch(model, loss_fn, batch, max_iterations=max_iterations).fun))
-    return losses
+# ----------------------------------------------------------------- exercise checkers
 
 
-def test_checker_accepts_the_reference(capsys):
-    check_fit_batches(_reference)
+def _checker():
+    from helpers.exercises import checker
+
+    return checker("decoupling")
+
+
+def _notebook(name, student=False):
+    from tests.notebook_answers import answer, stub
+
+    return (stub if student else answer)("01_queue_decoupling", name, {"decoupling": d, "molecules": M})
+
+
+def _failure(check, fn):
+    from helpers.exercises import CheckFailed
+
+    with pytest.raises(CheckFailed) as caught:
+        check(fn)
+    message = str(caught.value)
+    assert "\n" not in message  # one line in the notebook and in nbgrader's feedback
+    return message
+
+
+def test_armijo_checker_accepts_the_notebook_answer_and_rejects_the_stub(capsys):
+    _checker().check_armijo_step(_notebook("armijo_step"))
     assert capsys.readouterr().out.startswith("Correct:")
+    assert "not written yet" in _failure(_checker().check_armijo_step, _notebook("armijo_step", student=True))
 
 
-def test_checker_rejects_the_stub():
-    def stub(iterator, model, loss_fn, num_batches, max_iterations):
-        raise NotImplementedError()
+def _armijo_variant(*, leak=False, fixed_shrink=None, restore=True, keep_point=True):
+    """Typical wrong answers to exercise 1, built around BatchObjective."""
 
-    with pytest.raises(CheckFailed, match="not written yet"):
-        check_fit_batches(stub)
+    def armijo_step(iterator, model, loss_fn, shrink=0.5, c=1e-4, max_tries=30):
+        objective = d.BatchObjective(model, loss_fn, next(iterator))
+        theta = objective.initial_params()
+        f0, g = objective(theta)
+        t = 1.0
+        for _ in range(max_tries):
+            probe = d.BatchObjective(model, loss_fn, next(iterator)) if leak else objective
+            if probe(theta - t * g)[0] <= f0 - c * t * (g @ g):
+                if not keep_point:
+                    objective.assign(theta)
+                return t
+            t *= fixed_shrink or shrink
+        if restore:
+            objective.assign(theta)
+        return 0.0 if restore else t
+
+    return armijo_step
 
 
-def test_checker_catches_a_loop_that_dequeues_twice_per_batch():
-    def skips(iterator, model, loss_fn, num_batches, max_iterations):
-        losses = []
+@pytest.mark.parametrize("variant, hint", [
+    (_armijo_variant(leak=True), "ran it dry, but it needs only 1"),
+    (_armijo_variant(fixed_shrink=0.5), "shrink=0.25.*not the first of 1, shrink"),
+    (_armijo_variant(keep_point=False), "model is not at theta - t\\*g"),
+    (_armijo_variant(restore=False), "max_tries=1 .*or 0.0 when none does"),
+])
+def test_armijo_checker_names_each_typical_mistake(variant, hint):
+    assert re.search(hint, _failure(_checker().check_armijo_step, variant))
+
+
+def test_gradient_check_checker_accepts_the_notebook_answer_and_rejects_the_stub(capsys):
+    _checker().check_gradient_check(_notebook("gradient_check"))
+    assert capsys.readouterr().out.startswith("Correct:")
+    assert "not written yet" in _failure(_checker().check_gradient_check, _notebook("gradient_check", student=True))
+
+
+def _gradient_check_variant(*, compile="signature", training=False, restore_each=True, restore_end=True,
+                            central=True, leak=False):
+    """Typical wrong answers to exercise 2, with their own loss-and-gradient function."""
+
+    def gradient_check(iterator, model, loss_fn, num_batches, h):
+        def loss_and_grads(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=training))
+            return loss, tape.gradient(loss, model.trainable_variables)
+
+        if compile == "signature":
+            signature = [tf.RaggedTensorSpec([None, None, 8], tf.float64, 1), tf.TensorSpec([None], tf.float64)]
+            loss_and_grads = tf.function(loss_and_grads, input_signature=signature)
+        elif compile == "plain":
+            loss_and_grads = tf.function(loss_and_grads)
+        variables = model.trainable_variables
+        start = [v.numpy() for v in variables]
+        pairs = []
         for _ in range(num_batches):
-            next(iterator)
-            losses.append(float(d.minimize_on_batch(model, loss_fn, next(iterator), max_iterations=max_iterations).fun))
-        return losses
+            x, y = next(iterator)
+            _, grads = loss_and_grads(x, y)
+            norm = float(tf.linalg.global_norm(grads))
+            ends = []
+            for sign in (1.0, -1.0) if central else (1.0, 0.0):
+                if leak:
+                    x, y = next(iterator)
+                for v, w0, g in zip(variables, start, grads):
+                    v.assign(w0 + sign * h * g / norm)
+                ends.append(float(loss_and_grads(x, y)[0]))
+            if restore_each:
+                for v, w0 in zip(variables, start):
+                    v.assign(w0)
+            pairs.append((norm, (ends[0] - ends[1]) / ((2 if central else 1) * h)))
+        if restore_end:
+            for v, w0 in zip(variables, start):
+                v.assign(w0)
+        return pairs
 
-    with pytest.raises(CheckFailed, match="took 6 from the iterator"):
-        check_fit_batches(skips)
+    return gradient_check
 
 
-def test_checker_catches_returning_the_starting_loss():
-    def starting(iterator, model, loss_fn, num_batches, max_iterations):
-        losses = []
-        for _ in range(num_batches):
-            result = d.minimize_on_batch(model, loss_fn, next(iterator), max_iterations=max_iterations)
-            losses.append(result.objective.losses[0])
-        return losses
+def test_gradient_check_checker_accepts_a_hand_compiled_answer(capsys):
+    _checker().check_gradient_check(_gradient_check_variant())
+    assert "one trace" in capsys.readouterr().out
 
-    with pytest.raises(CheckFailed, match="not the starting loss"):
-        check_fit_batches(starting)
+
+@pytest.mark.parametrize("variant, hint", [
+    (_gradient_check_variant(compile="plain"), "traced 2 times for batches of \\[5, 5, 2\\] molecules"),
+    (_gradient_check_variant(compile="eager"), "never inside tf.function"),
+    (_gradient_check_variant(training=True), "training=True"),
+    (_gradient_check_variant(leak=True), "ran it dry, but it needs only 3"),
+    (_gradient_check_variant(restore_each=False, restore_end=False), "not exactly what they were"),
+    (_gradient_check_variant(restore_each=False), "batch 1: gradient norm"),
+    (_gradient_check_variant(central=False), "batch 0: finite difference"),
+])
+def test_gradient_check_checker_names_each_typical_mistake(variant, hint):
+    assert re.search(hint, _failure(_checker().check_gradient_check, variant))

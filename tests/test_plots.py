@@ -18,6 +18,17 @@ def test_new_figure_gives_styled_axes():
 # --------------------------------------------------------------------------- 01 queue decoupling
 
 
+def test_evaluations_per_dequeue_marks_each_dequeue_and_each_accepted_iterate():
+    import pytest
+
+    fig = plots.evaluations_per_dequeue([[133.0, 40.0, 430.0, 2.0], [1.5, 0.4, 0.01]], [[2, 4], [2, 3]])
+    ax = fig.axes[0]
+    dashed = [line for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata()) == 2]
+    assert len(dashed) == 2 and ax.get_yscale() == "log"
+    with pytest.raises(ValueError, match="one list per batch"):
+        plots.evaluations_per_dequeue([[1.0]], [])
+
+
 # --------------------------------------------------------------------------- 02 gradient accumulation
 
 

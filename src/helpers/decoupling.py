@@ -5,12 +5,15 @@ parameter points, and every call must see the *same* batch. In TF2 the batch is 
 take it from the iterator once (``next(iterator)``), then hand it to a compiled loss-and-gradient
 function as often as the optimizer likes.
 
-* :func:`molecule_dataset`: molecules with different atom counts (ragged), target = Morse energy.
-* :class:`PerAtomEnergy`: a per-atom network whose outputs are summed per molecule.
 * :class:`LossAndGradient`: compiled ``(x, y) -> (loss, gradients)``, one trace for every batch shape.
 * :class:`BatchObjective`: ``params -> (loss, gradient)`` on one fixed batch, for SciPy.
 * :func:`minimize_on_batch`: ``scipy.optimize.minimize`` on one batch, model left at the optimum.
 * :class:`CountingIterator`: counts how often the input pipeline was advanced.
+
+The loss is the one Keras minimises: ``loss_fn``'s batch mean plus ``model.losses`` (kernel
+regularisers, ``add_loss``), computed with ``training=False`` so that Dropout and BatchNorm make it
+deterministic. Trainable variables are read at every call, so freezing a layer is followed.
+The examples use the ragged molecules of :mod:`helpers.molecules`; any Keras model and batch work.
 """
 
 from __future__ import annotations
@@ -24,227 +27,194 @@ import tensorflow as tf
 import keras
 
 from helpers.arguments import require_int
+from helpers.plumbing import (check_loss_fn, check_model, count_examples, relaxed_signature, total_loss,
+                              trainable_key, unpack_batch)
 
-NUM_FEATURES = 8
-# Data and model compute in float64 by default. SciPy's L-BFGS works in double precision, and late in
-# an optimisation its line search compares losses that differ below float32's resolution: in float32,
-# the last-bit differences between CPUs (SIMD widths, oneDNN kernels) or a GPU change the path L-BFGS
-# takes (its evaluation count, its final loss); in float64 they do not show in 3-4 printed digits.
-# A Keras loss computes in float32 unless it is given `dtype="float64"` too.
-DTYPE = "float64"
-MORSE_DEPTH, MORSE_WIDTH, MORSE_DISTANCE = 1.0, 1.5, 1.2  # well depth, stiffness, bond length
-_MIN_DISTANCE, _DENSITY = 0.8, 0.3  # closest approach and atoms per unit volume of a cluster
-
-
-# --------------------------------------------------------------------------- data
-
-
-def morse_energy(positions: np.ndarray) -> float:
-    """Total Morse pair-potential energy of one cluster of atoms (``positions``: ``[atoms, 3]``).
-
-    >>> round(morse_energy(np.array([[0.0, 0, 0], [MORSE_DISTANCE, 0, 0]])), 6)  # one bond at rest
-    -1.0
-    """
-    r = _pair_distances(positions)[np.triu_indices(len(positions), k=1)]
-    return float(np.sum(MORSE_DEPTH * (1 - np.exp(-MORSE_WIDTH * (r - MORSE_DISTANCE))) ** 2 - MORSE_DEPTH))
-
-
-def atom_descriptors(positions: np.ndarray, num_features: int = NUM_FEATURES) -> np.ndarray:
-    """Radial descriptors ``[atoms, num_features]``: Gaussian-smeared counts of neighbours per distance.
-
-    Feature ``k`` of atom ``i`` is ``sum_j exp(-4 (r_ij - mu_k)^2)`` with ``mu_k`` spread over
-    0.8 to 3.5. A per-atom energy is a function of these, so a pair-potential energy is learnable.
-    """
-    r = _pair_distances(positions)
-    np.fill_diagonal(r, np.inf)
-    centres = np.linspace(0.8, 3.5, num_features)
-    return np.exp(-4.0 * (r[:, :, None] - centres) ** 2).sum(axis=1)
-
-
-def _pair_distances(positions: np.ndarray) -> np.ndarray:
-    diff = positions[:, None, :] - positions[None, :, :]
-    return np.sqrt((diff**2).sum(-1))
-
-
-def random_cluster(num_atoms: int, rng: np.random.Generator) -> np.ndarray:
-    """``num_atoms`` random positions at a fixed density, no two atoms closer than 0.8."""
-    side = (num_atoms / _DENSITY) ** (1 / 3)
-    atoms: list[np.ndarray] = []
-    while len(atoms) < num_atoms:
-        candidate = rng.uniform(0, side, size=3)
-        if all(np.linalg.norm(candidate - a) >= _MIN_DISTANCE for a in atoms):
-            atoms.append(candidate)
-    return np.stack(atoms)
-
-
-def molecule_dataset(
-    num_molecules: int = 64,
-    *,
-    batch_size: int = 8,
-    min_atoms: int = 3,
-    max_atoms: int = 12,
-    num_features: int = NUM_FEATURES,
-    seed: int = 0,
-    dtype: str | tf.DType = DTYPE,
-) -> tf.data.Dataset:
-    """Batches ``(x, y)`` of generated molecules with different atom counts.
-
-    ``x`` is a ``tf.RaggedTensor`` ``[molecules, (atoms), num_features]`` of per-atom descriptors,
-    ``y`` the ``[molecules]`` Morse energies. The last batch is smaller when ``batch_size`` does not
-    divide ``num_molecules``. The same arguments always give the same data. ``dtype`` is the float
-    type of ``x`` and ``y`` (float64 by default, see ``DTYPE``).
-
-    >>> x, y = next(iter(molecule_dataset(10, batch_size=4, seed=1)))
-    >>> x.shape.as_list(), y.shape.as_list()
-    ([4, None, 8], [4])
-    """
-    for name, value, low in (("num_molecules", num_molecules, 1), ("batch_size", batch_size, 1),
-                             ("min_atoms", min_atoms, 2), ("num_features", num_features, 1)):
-        require_int(name, value, minimum=low)
-    if require_int("max_atoms", max_atoms) < min_atoms:
-        raise ValueError(f"max_atoms ({max_atoms}) must be >= min_atoms ({min_atoms})")
-    dtype = _float_dtype(dtype)
-    rng = np.random.default_rng(seed)
-    features, energies = [], []
-    for _ in range(num_molecules):
-        cluster = random_cluster(int(rng.integers(min_atoms, max_atoms + 1)), rng)
-        features.append(atom_descriptors(cluster, num_features))
-        energies.append(morse_energy(cluster))
-    x = tf.ragged.constant(features, ragged_rank=1, dtype=dtype)
-    y = tf.constant(energies, dtype=dtype)
-    return tf.data.Dataset.from_tensor_slices((x, y)).ragged_batch(batch_size)
-
-
-def _float_dtype(dtype: Any) -> tf.DType:
-    """``dtype`` (a name, a ``tf.DType``, a Keras dtype policy or its config) as a float ``tf.DType``."""
-    try:
-        name = keras.dtype_policies.get(dtype).compute_dtype if isinstance(dtype, dict) else dtype
-        name = getattr(name, "compute_dtype", name)
-        dtype = tf.as_dtype(name)
-    except (TypeError, ValueError):
-        raise TypeError(f"dtype must be a float type such as 'float64' or 'float32', got {dtype!r}") from None
-    if not dtype.is_floating:
-        raise TypeError(f"dtype must be a float type such as 'float64' or 'float32', got {dtype.name}")
-    return dtype
-
-
-# --------------------------------------------------------------------------- model
-
-
-@keras.saving.register_keras_serializable(package="helpers")
-class PerAtomEnergy(keras.Model):
-    """Energy of each molecule = sum over its atoms of a small network's per-atom energy.
-
-    Takes a ``tf.RaggedTensor`` ``[molecules, (atoms), features]``; returns ``[molecules]``.
-    Weights and computation are in ``dtype`` (float64 by default, like :func:`molecule_dataset`).
-
-    >>> model = PerAtomEnergy(hidden=4)
-    >>> x, _ = next(iter(molecule_dataset(3, batch_size=3)))
-    >>> model(x).shape.as_list()
-    [3]
-    """
-
-    def __init__(self, hidden: int = 16, dtype: Any = DTYPE, **kwargs: Any):
-        require_int("hidden", hidden, minimum=1)
-        super().__init__(dtype=_float_dtype(dtype).name, **kwargs)
-        self.hidden = hidden
-        self.atom_hidden = keras.layers.Dense(hidden, activation="tanh", dtype=self.dtype_policy)
-        self.atom_energy = keras.layers.Dense(1, dtype=self.dtype_policy)
-
-    def call(self, atoms: tf.RaggedTensor) -> tf.Tensor:
-        per_atom = self.atom_energy(self.atom_hidden(tf.cast(atoms.flat_values, self.compute_dtype)))[:, 0]
-        return tf.math.unsorted_segment_sum(per_atom, atoms.value_rowids(), atoms.nrows())
-
-    def get_config(self) -> dict:
-        return {**super().get_config(), "hidden": self.hidden}
-
+__all__ = [
+    "LossAndGradient", "shared_loss_and_gradient", "BatchObjective", "minimize_on_batch", "CountingIterator",
+]
 
 # --------------------------------------------------------------------------- objective
 
 
-def _relaxed_spec(value: Any) -> tf.TypeSpec:
-    """The value's type spec with every dimension but the last unknown (batch sizes, atom counts)."""
-    spec = tf.type_spec_from_value(value)
-    shape = spec.shape
-    relaxed = [None] * (shape.rank - 1) + [shape[-1]] if shape.rank and shape.rank > 1 else [None] * (shape.rank or 0)
-    if isinstance(spec, tf.RaggedTensorSpec):
-        return tf.RaggedTensorSpec(relaxed, spec.dtype, spec.ragged_rank, spec.row_splits_dtype)
-    return tf.TensorSpec(relaxed, spec.dtype)
+def _refuse_strategy(what: str) -> None:
+    """One-device helpers refuse to run under a ``tf.distribute`` strategy (before any state changes).
+
+    Inside ``strategy.scope()`` Keras divides a loss's batch mean by the number of replicas, and the
+    gradient of a mirrored variable cannot be taken outside a replica context.
+    """
+    if tf.distribute.has_strategy():
+        strategy = tf.distribute.get_strategy()
+        raise RuntimeError(
+            f"{what} evaluates the whole batch on one device, but it was called inside the scope of a "
+            f"{type(strategy).__name__} ({strategy.num_replicas_in_sync} replicas), where Keras divides losses "
+            "by the replica count and mirrored variables have no gradient outside a replica: call it outside "
+            "`strategy.scope()` (a model built inside the scope works outside it)")
+
+
+def _original_error(error: Exception) -> Exception:
+    """The error raised in our code while tracing, without AutoGraph's "in user code" wrapping."""
+    context = error.__context__
+    if hasattr(error, "ag_error_metadata") and type(context) is type(error):
+        return context
+    return error
 
 
 class LossAndGradient:
-    """Compiled ``(x, y) -> (loss, [gradient per trainable variable])`` for ``model`` and ``loss_fn``.
+    """Compiled ``(x, y[, sample_weight]) -> (loss, [gradient per trainable variable])``.
+
+    The loss is what Keras minimises for ``model`` compiled with ``loss_fn``: the batch mean of
+    ``loss_fn`` plus ``model.losses`` (regularisers), with ``training=False`` so that the same
+    parameters and batch always give the same loss, even with Dropout or BatchNorm.
 
     With ``relaxed=True`` (default) the input signature is taken from the first batch with every
     dimension but the last left open, so batches of any size and atom count share **one** trace.
     With ``relaxed=False`` it is a plain ``tf.function``, which traces again for each new shape.
-    The model runs with ``training=False``: the same parameters and batch give the same loss.
 
+    The model's trainable variables are read at every call: after a layer is frozen or unfrozen,
+    the next call traces once for the new set, and the gradients are always one per *current*
+    trainable variable. A loss that returns one value per example is refused (``ValueError``
+    naming it) when the function is traced, before anything runs.
+
+    >>> from helpers.molecules import PerAtomEnergy, molecule_dataset
     >>> model = PerAtomEnergy(hidden=4)
     >>> compute = LossAndGradient(model, keras.losses.MeanSquaredError(dtype="float64"))
     >>> for batch in molecule_dataset(12, batch_size=5):
     ...     loss, grads = compute(*batch)
-    >>> compute.traces
-    1
+    >>> compute.traces, len(grads) == len(model.trainable_variables)
+    (1, True)
     """
 
     def __init__(self, model: keras.Model, loss_fn: Callable, *, relaxed: bool = True):
-        if not isinstance(model, keras.Model):
-            raise TypeError(f"model must be a keras.Model, got {type(model).__name__}")
-        if not callable(loss_fn):
-            raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
-        self.model, self.loss_fn, self.relaxed = model, loss_fn, relaxed
-        self._fn: Any = None if relaxed else tf.function(self._loss_and_gradients)
+        check_model(model)
+        check_loss_fn(loss_fn)
+        if not isinstance(relaxed, bool):
+            raise TypeError(f"relaxed must be True or False, got {type(relaxed).__name__}")
+        self._model_ref = weakref.ref(model)
+        self._model: keras.Model | None = model  # None when the shared cache holds it (weakly)
+        self.loss_fn, self.relaxed = loss_fn, relaxed
+        self._functions: dict[tuple, Any] = {}  # (trainable set, weighted?) -> compiled function
+        self._signatures: dict[tuple, Any] = {}
 
-    def _loss_and_gradients(self, x, y):
+    @property
+    def model(self) -> keras.Model:
+        model = self._model_ref()
+        if model is None:
+            raise ReferenceError("the model of this LossAndGradient has been deleted")
+        return model
+
+    def _loss_and_gradients(self, x, y, sample_weight=None):
+        model = self.model
+        variables = model.trainable_variables
         with tf.GradientTape() as tape:
-            loss = self.loss_fn(y, self.model(x, training=False))
-        grads = tape.gradient(loss, self.model.trainable_variables)
-        return loss, [tf.zeros_like(v) if g is None else g for g, v in zip(grads, self.model.trainable_variables)]
+            loss = total_loss(model, self.loss_fn, y, model(x, training=False), sample_weight)
+        grads = tape.gradient(loss, variables)
+        return loss, [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)]
 
-    def __call__(self, x, y) -> tuple[tf.Tensor, list[tf.Tensor]]:
-        if self._fn is None:
-            if not self.model.built:
-                self.model(x)  # create the weights eagerly: creating them inside a trace forces a retrace
-            signature = (_relaxed_spec(x), _relaxed_spec(y))
-            self._fn = tf.function(self._loss_and_gradients, input_signature=signature)
-        return self._fn(x, y)
+    def _function_for(self, args: tuple) -> Any:
+        """The compiled function for the model's current trainable set, traced (and checked) now."""
+        model = self.model
+        if not model.built:
+            model(args[0])  # create the weights eagerly: creating them inside a trace forces a retrace
+        key = (trainable_key(model), len(args))
+        if key not in self._functions:
+            if self.relaxed:
+                signature = relaxed_signature(args, keep="last")
+                fn = tf.function(self._loss_and_gradients, input_signature=signature)
+                self._signatures[key] = signature
+            else:
+                fn = tf.function(self._loss_and_gradients)
+            try:
+                fn.get_concrete_function(*args)  # trace now: a bad loss fails here, before any evaluation
+            except (TypeError, ValueError) as error:
+                raise _original_error(error) from None
+            self._functions[key] = fn
+        if self.relaxed:
+            self._check_compatible(key, args)
+        return self._functions[key]
+
+    def _check_compatible(self, key: tuple, args: tuple) -> None:
+        for name, spec, value in zip(("x", "y", "sample_weight"), self._signatures[key], args):
+            value_spec = relaxed_signature(value, keep="last")
+            try:
+                compatible = all(tf.nest.flatten(tf.nest.map_structure(
+                    lambda s, v: s.is_compatible_with(v), spec, value_spec)))
+            except (TypeError, ValueError):  # a different nesting (a dict where a tensor was)
+                compatible = False
+            if not compatible:
+                raise TypeError(f"{name} has type {value_spec}, but this LossAndGradient was compiled for "
+                                f"{spec}: feed batches of one structure and dtype (or make another one)")
+
+    def __call__(self, x, y, sample_weight=None) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        _refuse_strategy("LossAndGradient")
+        args = (x, y) if sample_weight is None else (x, y, sample_weight)
+        return self._function_for(args)(*args)
+
+    def prepare(self, x, y, sample_weight=None) -> None:
+        """Trace for this batch now (no evaluation): a per-example loss is refused here."""
+        _refuse_strategy("LossAndGradient")
+        self._function_for((x, y) if sample_weight is None else (x, y, sample_weight))
 
     @property
     def traces(self) -> int:
-        """How many times the compiled function has been traced so far."""
-        return 0 if self._fn is None else self._fn.experimental_get_tracing_count()
+        """How many times the compiled functions have been traced so far (one per trainable set)."""
+        return sum(fn.experimental_get_tracing_count() for fn in self._functions.values())
 
 
 _shared: "weakref.WeakKeyDictionary[keras.Model, dict[int, LossAndGradient]]" = weakref.WeakKeyDictionary()
 
 
 def shared_loss_and_gradient(model: keras.Model, loss_fn: Callable) -> LossAndGradient:
-    """The one :class:`LossAndGradient` for this model and loss, reused across batches."""
+    """The one :class:`LossAndGradient` for this model and loss, reused across batches.
+
+    :class:`BatchObjective` uses it, so that optimising on batch after batch traces once. The cache
+    holds the model weakly: deleting the model frees the entry and its compiled function.
+
+    >>> from helpers.molecules import PerAtomEnergy, molecule_dataset
+    >>> model, loss = PerAtomEnergy(hidden=4), keras.losses.MeanSquaredError(dtype="float64")
+    >>> shared_loss_and_gradient(model, loss) is shared_loss_and_gradient(model, loss)
+    True
+    """
+    check_model(model)
+    check_loss_fn(loss_fn)
     per_loss = _shared.setdefault(model, {})
-    if id(loss_fn) not in per_loss or per_loss[id(loss_fn)].loss_fn is not loss_fn:
-        per_loss[id(loss_fn)] = LossAndGradient(model, loss_fn)
-    return per_loss[id(loss_fn)]
+    cached = per_loss.get(id(loss_fn))
+    if cached is None or cached.loss_fn is not loss_fn:
+        cached = per_loss[id(loss_fn)] = LossAndGradient(model, loss_fn)
+        cached._model = None  # weak only: a value that held its key would keep the model alive forever
+    return cached
 
 
-def _num_examples(y: Any) -> int:
-    if isinstance(y, tf.RaggedTensor):
-        return int(y.nrows())
-    y = tf.convert_to_tensor(y)
-    return int(tf.shape(y)[0]) if y.shape.rank else 1
+def _non_finite(batch: tuple) -> str | None:
+    """The name of the first part of ``batch`` (x, y, sample_weight) that holds a NaN or inf."""
+    for name, part in zip(("x", "y", "sample_weight"), batch):
+        for leaf in tf.nest.flatten(part, expand_composites=True):
+            leaf = tf.convert_to_tensor(leaf)
+            if leaf.dtype.is_floating and not bool(tf.reduce_all(tf.math.is_finite(leaf))):
+                count = int(tf.reduce_sum(tf.cast(~tf.math.is_finite(leaf), tf.int32)))
+                return f"{name} holds {count} NaN or infinite value(s)"
+    return None
 
 
 class BatchObjective:
     """``params -> (loss, gradient)`` on one fixed batch: the callable a SciPy optimizer wants.
 
     ``params`` is a flat float64 vector of all the model's trainable parameters. Each call writes
-    it into the model, evaluates loss and gradient on ``batch`` with the compiled function shared
-    by every batch (see :func:`shared_loss_and_gradient`), and returns ``(float, float64 array)``.
+    it into the model, evaluates loss and gradient on ``batch`` (``(x, y)`` or Keras'
+    ``(x, y, sample_weight)``) with a compiled function shared by every batch
+    (:func:`shared_loss_and_gradient`, or ``compiled``), and returns ``(float, float64 array)``.
     The batch is never taken from an iterator here: the caller dequeues it once.
+
+    Checked when it is made, before the model changes: the batch (empty, NaN, x and y of different
+    lengths), the loss (a per-example loss is refused), ``compiled`` (made for this model and loss).
+    The parameter vector is fixed when it is made: if a layer is frozen or unfrozen afterwards, a
+    call raises ``ValueError`` (make a new objective). A non-finite loss or gradient raises
+    ``FloatingPointError`` and puts the model back at the last point that gave a finite loss.
 
     Attributes: ``evaluations`` (calls so far), ``traces`` (traces of the compiled function so
     far, counted over all batches that share it), ``losses`` (the loss of every call, in order).
 
+    >>> from helpers.molecules import PerAtomEnergy, molecule_dataset
     >>> model = PerAtomEnergy(hidden=4)
     >>> batch = next(iter(molecule_dataset(8, batch_size=8)))
     >>> objective = BatchObjective(model, keras.losses.MeanSquaredError(dtype="float64"), batch)
@@ -253,41 +223,70 @@ class BatchObjective:
     (True, 1)
     """
 
-    def __init__(self, model: keras.Model, loss_fn: Callable, batch: tuple, *,
+    def __init__(self, model: keras.Model, loss_fn: Callable, batch: Any, *,
                  compiled: LossAndGradient | None = None):
-        if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-            raise TypeError("batch must be an (x, y) pair, as a dataset of (features, targets) yields")
-        x, y = batch
-        if _num_examples(y) == 0:
+        check_model(model)
+        check_loss_fn(loss_fn)
+        _refuse_strategy("BatchObjective")
+        x, y, weight = unpack_batch(batch, "batch")
+        size = count_examples(y)
+        if size == 0:
             raise ValueError("batch is empty: it holds 0 examples, so there is no loss to minimise")
-        self.model, self.loss_fn, self.batch = model, loss_fn, (x, y)
-        self.compiled = compiled or shared_loss_and_gradient(model, loss_fn)
-        if not model.built:
-            model(x)
+        for name, part in (("x", x), ("sample_weight", weight)):
+            if part is not None and count_examples(part) != size:
+                raise ValueError(f"batch {name} holds {count_examples(part)} examples but y holds {size}: "
+                                 "they must describe the same examples")
+        self.batch = (x, y) if weight is None else (x, y, weight)
+        problem = _non_finite(self.batch)
+        if problem:
+            raise ValueError(f"batch {problem}: the loss would be NaN at every point; clean the data")
+        if compiled is None:
+            compiled = shared_loss_and_gradient(model, loss_fn)
+        elif not isinstance(compiled, LossAndGradient):
+            raise TypeError(f"compiled must be a LossAndGradient, got {type(compiled).__name__}")
+        elif compiled.model is not model or compiled.loss_fn is not loss_fn:
+            raise ValueError("compiled was made for another model or loss_fn: pass "
+                             "LossAndGradient(model, loss_fn) for this model and loss")
+        compiled.prepare(*self.batch)  # builds the model and traces: a per-example loss is refused here
+        self.model, self.loss_fn, self.compiled = model, loss_fn, compiled
         self.variables = list(model.trainable_variables)
         if not self.variables:
-            raise ValueError("model has no trainable variables to optimise")
+            raise ValueError(f"model {model.name!r} has no trainable variables to optimise")
+        self._key = trainable_key(model)
         self.shapes = [tuple(v.shape) for v in self.variables]
         self.size = sum(math.prod(s) for s in self.shapes)
         self.evaluations = 0
         self.losses: list[float] = []
+        self._last_finite: np.ndarray | None = None
 
     @property
     def traces(self) -> int:
         return self.compiled.traces
 
+    def _check_trainable(self) -> None:
+        if trainable_key(self.model) != self._key:
+            now = sum(math.prod(v.shape) for v in self.model.trainable_variables)
+            raise ValueError(
+                f"the model now has {now} trainable parameters, but this BatchObjective was made for "
+                f"{self.size}: a layer was frozen or unfrozen since. Make a new "
+                "BatchObjective (minimize_on_batch makes one per call)")
+
     def initial_params(self) -> np.ndarray:
         """The model's current trainable parameters as one flat float64 vector."""
-        return np.concatenate([v.numpy().ravel() for v in self.variables]).astype(np.float64)
+        self._check_trainable()
+        return np.concatenate([np.asarray(v.numpy()).ravel() for v in self.variables]).astype(np.float64)
 
     def assign(self, params: np.ndarray) -> None:
         """Write the flat vector ``params`` into the model's trainable variables."""
+        self._check_trainable()
         params = np.asarray(params, dtype=np.float64)
         if params.shape != (self.size,):
             raise ValueError(
                 f"params has shape {params.shape}, but the model has {self.size} trainable parameters: "
                 f"pass a flat vector of length {self.size}"
             )
+        if not np.all(np.isfinite(params)):
+            raise ValueError(f"params holds {int(np.sum(~np.isfinite(params)))} NaN or infinite value(s)")
         start = 0
         for variable, shape in zip(self.variables, self.shapes):
             count = math.prod(shape)
@@ -295,34 +294,43 @@ class BatchObjective:
             start += count
 
     def __call__(self, params: np.ndarray) -> tuple[float, np.ndarray]:
+        _refuse_strategy("BatchObjective")
+        if self._last_finite is None:
+            self._last_finite = self.initial_params()
         self.assign(params)
         loss, grads = self.compiled(*self.batch)
         loss = float(loss)
-        if not math.isfinite(loss):
+        grad = np.concatenate([np.asarray(g.numpy()).ravel() for g in grads]).astype(np.float64)
+        if not (math.isfinite(loss) and np.all(np.isfinite(grad))):
+            self.assign(self._last_finite)
+            what = f"loss is {loss}" if not math.isfinite(loss) else "the gradient is not finite"
             raise FloatingPointError(
-                f"loss is {loss} at these params (evaluation {self.evaluations + 1}): check the batch "
-                "for nan/inf values, or the parameters for an overflow"
-            )
+                f"{what} at these params (evaluation {self.evaluations + 1}); the batch is finite, so the "
+                "parameters overflow the model. The model is back at the last point with a finite loss.")
+        self._last_finite = np.array(params, dtype=np.float64)
         self.evaluations += 1
         self.losses.append(loss)
-        return loss, np.concatenate([g.numpy().ravel() for g in grads]).astype(np.float64)
+        return loss, grad
 
 
 def minimize_on_batch(
     model: keras.Model,
     loss_fn: Callable,
-    batch: tuple,
+    batch: Any,
     method: str = "L-BFGS-B",
     max_iterations: int = 50,
     *,
-    objective: BatchObjective | None = None,
+    compiled: LossAndGradient | None = None,
 ):
-    """Minimise ``loss_fn`` on one batch with ``scipy.optimize.minimize``; leave the model at the optimum.
+    """Minimise the loss on one batch with ``scipy.optimize.minimize``; leave the model at the optimum.
 
+    The loss is ``loss_fn`` plus ``model.losses``, as Keras minimises (see :class:`LossAndGradient`);
+    only the model's trainable variables move. Every argument is checked before the model changes.
     Returns SciPy's ``OptimizeResult`` with two extra fields: ``objective`` (the
     :class:`BatchObjective`, with its evaluation count and loss history) and ``iterates``
     (the evaluation number at which each accepted iterate was reached).
 
+    >>> from helpers.molecules import PerAtomEnergy, molecule_dataset
     >>> model = PerAtomEnergy(hidden=4)
     >>> batch = next(iter(molecule_dataset(8, batch_size=8)))
     >>> result = minimize_on_batch(model, keras.losses.MeanSquaredError(dtype="float64"), batch, max_iterations=5)
@@ -331,8 +339,10 @@ def minimize_on_batch(
     """
     from scipy.optimize import minimize
 
+    if not isinstance(method, str):
+        raise TypeError(f"method must be the name of a SciPy method such as 'L-BFGS-B', got {type(method).__name__}")
     require_int("max_iterations", max_iterations, minimum=1)
-    objective = objective or BatchObjective(model, loss_fn, batch)
+    objective = BatchObjective(model, loss_fn, batch, compiled=compiled)
     iterates: list[int] = []
     result = minimize(objective, objective.initial_params(), jac=True, method=method,
                       options={"maxiter": max_iterations},

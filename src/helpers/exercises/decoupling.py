@@ -1,46 +1,193 @@
-"""Checker for notebook 01's exercise: a line-search loop that dequeues each batch exactly once."""
+"""Checkers for notebook 01's exercises: a line search and a gradient check, each dequeuing once per batch.
+
+* :func:`check_armijo_step`: one backtracking (Armijo) line-search step on one batch.
+* :func:`check_gradient_check`: a finite-difference gradient check on batches of different sizes,
+  with one compiled function traced once.
+
+Each builds its own data and models, runs the learner's function and a reference on copies with the
+same weights, and fails with one line saying what is wrong (never what the code should be).
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import keras
+import numpy as np
+import tensorflow as tf
 
-from helpers import decoupling
-from helpers.exercises._core import call_learner, expect, passed
+from helpers import decoupling, molecules
+from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
-_BATCHES, _ITERATIONS = 3, 8
+__all__ = ["check_armijo_step", "check_gradient_check"]
 
 
-def check_fit_batches(fit_batches: Callable) -> None:
-    """``fit_batches(iterator, model, loss_fn, num_batches, max_iterations)`` must take
-    ``num_batches`` batches from ``iterator``, one at a time, run L-BFGS on each, and return
-    the list of final losses (one float per batch)."""
-    dataset = decoupling.molecule_dataset(40, batch_size=6, seed=11)
-    loss_fn = keras.losses.MeanSquaredError(dtype="float64")
-    first = next(iter(dataset))
-    theirs, ours = decoupling.PerAtomEnergy(hidden=8), decoupling.PerAtomEnergy(hidden=8)
-    theirs(first[0]), ours(first[0])
+def _twins(batch: tuple, seed: int, **kwargs: Any) -> tuple[keras.Model, keras.Model]:
+    """Two models with the same weights: one for the learner, one for the reference."""
+    keras.utils.set_random_seed(seed)
+    theirs, ours = molecules.PerAtomEnergy(hidden=8, **kwargs), molecules.PerAtomEnergy(hidden=8, **kwargs)
+    theirs(batch[0]), ours(batch[0])
     ours.set_weights(theirs.get_weights())
+    return theirs, ours
 
-    iterator = decoupling.CountingIterator(iter(dataset))
-    losses = call_learner(fit_batches, iterator, theirs, loss_fn, _BATCHES, _ITERATIONS, name="fit_batches")
 
-    expect(isinstance(losses, (list, tuple)), f"return a list of losses, one per batch; got {type(losses).__name__}")
-    expect(iterator.advances == _BATCHES,
-           f"asked for {_BATCHES} batches, your loop took {iterator.advances} from the iterator: "
-           "take each batch exactly once, before the optimizer starts, and reuse it for every evaluation")
-    expect(len(losses) == _BATCHES, f"asked for {_BATCHES} batches, got {len(losses)} losses")
-    expect(all(isinstance(l, (int, float)) and math.isfinite(l) for l in losses),
-           "each loss should be a finite Python float (use float(...))")
+class _Pipeline(decoupling.CountingIterator):
+    """The checker's input pipeline: counts the batches taken, and says so when it runs dry."""
 
-    expected = []
-    for batch in dataset.take(_BATCHES):
-        expected.append(float(decoupling.minimize_on_batch(ours, loss_fn, batch, max_iterations=_ITERATIONS).fun))
-    for k, (got, want) in enumerate(zip(losses, expected)):
-        expect(math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-6),
-               f"batch {k}: your loss {got:.4g} is not the loss L-BFGS reaches on that batch: optimise with "
-               f"max_iterations as given, keep the model's parameters from one batch to the next, and "
-               "return the loss at the optimum, not the starting loss")
-    passed(f"{_BATCHES} batches dequeued once each; every loss matches L-BFGS on its batch.")
+    def __init__(self, dataset: tf.data.Dataset, needed: int):
+        super().__init__(iter(dataset))
+        self._needed = needed
+
+    def __next__(self):
+        try:
+            return super().__next__()
+        except StopIteration:
+            raise CheckFailed(
+                f"your function asked the iterator for batch {self.advances + 1} and ran it dry, but it needs "
+                f"only {self._needed}: take each batch once and evaluate every point on it") from None
+
+
+def _weights(model: keras.Model) -> list[np.ndarray]:
+    return [np.array(v.numpy()) for v in model.trainable_variables]
+
+
+def _close(a: list[np.ndarray], b: list[np.ndarray], rtol: float = 1e-9) -> bool:
+    return all(np.allclose(x, y, rtol=rtol, atol=1e-12) for x, y in zip(a, b))
+
+
+# --------------------------------------------------------------------------- exercise 1
+
+
+def _armijo_reference(batch, model, loss_fn, shrink, c, max_tries) -> float:
+    objective = decoupling.BatchObjective(model, loss_fn, batch)
+    theta = objective.initial_params()
+    f0, g = objective(theta)
+    t = 1.0
+    for _ in range(max_tries):
+        if objective(theta - t * g)[0] <= f0 - c * t * float(g @ g):
+            return t
+        t *= shrink
+    objective.assign(theta)
+    return 0.0
+
+
+def check_armijo_step(armijo_step: Callable) -> None:
+    """``armijo_step(iterator, model, loss_fn, shrink, c, max_tries)`` takes one batch, backtracks
+    t = 1, shrink, shrink**2, ... until f(theta - t g) <= f0 - c t |g|^2, leaves the model at
+    theta - t g and returns t (0.0, model unchanged, when no t is accepted in max_tries)."""
+    dataset = molecules.molecule_dataset(24, batch_size=8, seed=7)
+    loss_fn = keras.losses.MeanSquaredError(dtype="float64")
+    cases = [(0, 0.5, 1e-4, 30), (1, 0.25, 0.3, 30), (2, 0.5, 1e-4, 1)]  # (batch, shrink, c, max_tries)
+    for index, shrink, c, max_tries in cases:
+        batch = next(iter(dataset.skip(index)))
+        theirs, ours = _twins(batch, seed=index)
+        start = _weights(theirs)
+        iterator = _Pipeline(dataset.skip(index), needed=1)
+        t = call_learner(armijo_step, iterator, theirs, loss_fn, shrink, c, max_tries, name="armijo_step")
+        expect(iterator.advances == 1,
+               f"one line-search step took {iterator.advances} batches from the iterator: take the batch once, "
+               "before the search, and evaluate every trial step on that same batch")
+        expect(isinstance(t, (int, float)) and not isinstance(t, bool),
+               f"return the accepted step size t as a float, got {type(t).__name__}")
+        want = _armijo_reference(batch, ours, loss_fn, shrink, c, max_tries)
+        expect(math.isclose(t, want, rel_tol=1e-9, abs_tol=0.0),
+               f"with shrink={shrink}, c={c}, max_tries={max_tries} you returned t={t:.6g}, which is not the "
+               "first of 1, shrink, shrink**2, ... that satisfies f(theta - t*g) <= f0 - c*t*|g|^2"
+               + (" (or 0.0 when none does within max_tries)" if max_tries == 1 else ""))
+        if want == 0.0:
+            expect(_close(_weights(theirs), start),
+                   "when no step is accepted, put the model back at the weights it started from")
+        else:
+            expect(_close(_weights(theirs), _weights(ours)),
+                   f"t={t:.6g} is right, but the model is not at theta - t*g: leave it at the accepted point")
+    passed("one batch per step; the accepted steps and the weights match a backtracking search "
+           "(including a search that accepts nothing).")
+
+
+# --------------------------------------------------------------------------- exercise 2
+
+
+def _trace_recorder(seed: int, batch: tuple) -> tuple[keras.Model, dict]:
+    """A model with Dropout that records each graph it is traced into, its eager calls and ``training``."""
+    record: dict[str, Any] = {"graphs": [], "eager": 0, "training": set()}
+
+    class Recorded(molecules.PerAtomEnergy):
+        def call(self, atoms, training=None):
+            if tf.executing_eagerly():
+                record["eager"] += 1
+            elif not any(g is tf.compat.v1.get_default_graph() for g in record["graphs"]):
+                record["graphs"].append(tf.compat.v1.get_default_graph())
+            record["training"].add(bool(training))
+            return super().call(atoms, training=training)
+
+    keras.utils.set_random_seed(seed)
+    model = Recorded(hidden=8, dropout=0.25)
+    model(batch[0])
+    record.update(graphs=[], eager=0, training=set())  # building the model may trace it once
+    return model, record
+
+
+def _gradient_check_reference(batches, model, loss_fn, h) -> list[tuple[float, float]]:
+    compute = decoupling.LossAndGradient(model, loss_fn)
+    variables = model.trainable_variables
+    start = [v.numpy() for v in variables]
+    pairs = []
+    for x, y in batches:
+        _, grads = compute(x, y)
+        norm = float(tf.linalg.global_norm(grads))
+        ends = []
+        for sign in (1.0, -1.0):
+            for v, w0, g in zip(variables, start, grads):
+                v.assign(w0 + sign * h * g / norm)
+            ends.append(float(compute(x, y)[0]))
+        for v, w0 in zip(variables, start):
+            v.assign(w0)
+        pairs.append((norm, (ends[0] - ends[1]) / (2 * h)))
+    return pairs
+
+
+def check_gradient_check(gradient_check: Callable) -> None:
+    """``gradient_check(iterator, model, loss_fn, num_batches, h)`` returns, for each of
+    ``num_batches`` batches taken once, ``(|g|, central difference of the loss along g/|g|)``;
+    one compiled function, traced once for all batch shapes, in inference mode; weights unchanged."""
+    dataset = molecules.molecule_dataset(12, batch_size=5, min_atoms=3, max_atoms=10, seed=21)
+    batches = list(dataset)  # sizes 5, 5, 2 with different atom counts
+    loss_fn = keras.losses.MeanSquaredError(dtype="float64")
+    h = 1e-4
+    theirs, record = _trace_recorder(3, batches[0])
+    keras.utils.set_random_seed(3)
+    ours = molecules.PerAtomEnergy(hidden=8, dropout=0.25)
+    ours(batches[0][0])
+    ours.set_weights(theirs.get_weights())
+    start = _weights(theirs)
+
+    iterator = _Pipeline(dataset, needed=len(batches))
+    pairs = call_learner(gradient_check, iterator, theirs, loss_fn, len(batches), h, name="gradient_check")
+    sizes = [int(x.nrows()) for x, _ in batches]
+    expect(iterator.advances == len(batches),
+           f"asked for {len(batches)} batches, your function took {iterator.advances} from the iterator: "
+           "take each batch once and evaluate every point on it")
+    expect(isinstance(pairs, (list, tuple)) and len(pairs) == len(batches),
+           f"return a list with one (gradient norm, finite difference) pair per batch ({len(batches)} pairs)")
+    expect(all(isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(v, (int, float)) for v in p)
+               for p in pairs), "each pair should hold two Python floats (use float(...))")
+    expect(True not in record["training"],
+           "the model ran with training=True: Dropout then changes the loss from one evaluation to the next, "
+           "so a finite difference measures noise. Evaluate with training=False")
+    traces = len(record["graphs"])
+    expect(traces > 0, f"the model ran {record['eager']} times eagerly and never inside tf.function: "
+                       "compile your loss-and-gradient function")
+    expect(traces == 1,
+           f"your compiled function was traced {traces} times for batches of {sizes} molecules: give it an "
+           "input signature whose batch and atom dimensions are None, so that one trace serves every batch")
+    expect(_close(_weights(theirs), start, rtol=0.0),
+           "the weights are not exactly what they were before: save them first and assign the saved values back")
+    for k, (got, want) in enumerate(zip(pairs, _gradient_check_reference(batches, ours, loss_fn, h))):
+        expect(math.isclose(got[0], want[0], rel_tol=1e-8),
+               f"batch {k}: gradient norm {got[0]:.6g} is not the norm of the loss's gradient at the start weights")
+        expect(math.isclose(got[1], want[1], rel_tol=1e-6),
+               f"batch {k}: finite difference {got[1]:.6g} is off: use (L(theta + h*u) - L(theta - h*u)) / (2*h) "
+               "with u = g/|g| and theta the weights you started from")
+    passed(f"{len(batches)} batches of {sizes} molecules, each taken once; one trace; weights restored; "
+           "the finite differences match the gradient norms.")
