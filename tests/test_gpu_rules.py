@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import accumulation, batching, decoupling, measure, plumbing, runtime, snapshots, validation
+from helpers import accumulation, batching, decoupling, measure, molecules, plumbing, runtime, snapshots, validation
 
 import keras  # noqa: E402  (after helpers: helpers sets the environment TensorFlow reads at start)
 import tensorflow as tf  # noqa: E402
@@ -204,9 +204,9 @@ def traced():
     # 01: the per-atom model in float64, its compiled loss and gradient, L-BFGS on one batch, and the
     # notebook's own eager calls (global norm, a NaN written into the targets, ids -> ragged rows).
     with _recording() as nodes:
-        model = decoupling.PerAtomEnergy(hidden=7)
+        model = molecules.PerAtomEnergy(hidden=7)
         loss_fn = keras.losses.MeanSquaredError(dtype="float64")
-        dataset = decoupling.molecule_dataset(12, batch_size=6, seed=3)
+        dataset = molecules.molecule_dataset(12, batch_size=6, seed=3)
         x, y = next(iter(dataset))
         loss, grads = decoupling.LossAndGradient(model, loss_fn)(x, y)
         tf.linalg.global_norm(grads)
