@@ -1,5 +1,8 @@
-"""helpers.batching (notebook 03): corpus, layout, tf.data and TF1 producers, cost helpers, checker."""
+"""helpers.batching (notebook 03): corpus, layout, tf.data and TF1 producers, stateful RNNs, cost helpers, checkers."""
 
+import time
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -39,6 +42,32 @@ def test_tokenize_lowercases_marks_numbers_and_ends_lines_with_eos():
     assert batching.tokenize("The Fox's 2 cubs.\n\nRan!") == ["the", "fox's", "N", "cubs", "<eos>", "ran", "<eos>"]
     with pytest.raises(TypeError, match="text"):
         batching.tokenize(["a", "b"])
+
+
+@pytest.mark.parametrize("text, tokens", [
+    ("Café au lait", ["café", "au", "lait", "<eos>"]),
+    ("Cafe\u0301 au lait", ["café", "au", "lait", "<eos>"]),  # combining accent: the same word
+    ("Naïve Straße, Ærø!", ["naïve", "straße", "ærø", "<eos>"]),
+    ("Москва и Київ", ["москва", "и", "київ", "<eos>"]),
+    ("東京 ١٢٣ km", ["東京", "N", "km", "<eos>"]),  # other scripts' digits are numbers too
+    ("the fox\u2019s den", ["the", "fox's", "den", "<eos>"]),  # a curly apostrophe is straightened
+    ("snake_case", ["snake", "case", "<eos>"]),
+])
+def test_tokenize_keeps_words_of_every_script_whole(text, tokens):
+    assert batching.tokenize(text) == tokens
+
+
+def test_tokenize_is_unchanged_on_the_ascii_corpus():
+    import re
+
+    text = batching.load_corpus()
+    assert text.isascii()
+    ascii_words = re.compile(r"[a-z0-9']+")
+    expected = []
+    for line in text.splitlines():
+        words = ["N" if w.isdigit() else w for w in ascii_words.findall(line.lower())]
+        expected += words + ["<eos>"] if words else []
+    assert batching.tokenize(text) == expected
 
 
 def test_vocab_ranks_by_frequency_then_alphabet_and_caps_with_unk():
@@ -118,7 +147,19 @@ def test_other_bad_arguments():
     with pytest.raises(TypeError, match="repeat"):
         batching.ptb_batches(np.arange(50), 2, 5, repeat=1)
     with pytest.raises(ValueError, match="prefetch"):
-        batching.ptb_batches(np.arange(50), 2, 5, prefetch=-1)
+        batching.ptb_batches(np.arange(50), 2, 5, prefetch=-2)
+    with pytest.raises(TypeError, match="prefetch"):
+        batching.ptb_batches(np.arange(50), 2, 5, prefetch=1.0)
+
+
+@pytest.mark.parametrize("prefetch, autotune", [(0, False), (1, False), (3, False), (tf.data.AUTOTUNE, True)])
+def test_prefetch_choices_give_the_same_batches_and_fixed_options(prefetch, autotune):
+    ds = batching.ptb_batches(np.arange(97), 3, 7, prefetch=prefetch)
+    expected = numpy_batches(np.arange(97), 3, 7, batching.ptb_layout(97, 3, 7).epoch_size)
+    assert [x.numpy().tolist() for x, _ in ds] == [x.tolist() for x, _ in expected]
+    options = ds.options()
+    assert options.autotune.enabled is autotune
+    assert options.deterministic is True and options.threading.private_threadpool_size == 1
 
 
 def test_shortest_data_that_works_gives_one_batch():
@@ -196,6 +237,24 @@ def test_queue_pipeline_stops_its_threads_and_closes_its_session():
     assert pipe.closed and not any(t.is_alive() for t in pipe.threads)
     assert pipe.session._closed
     pipe.close()  # a second close is harmless
+    with pytest.raises(RuntimeError, match="closed"):
+        pipe.next_batch()
+    with pytest.raises(RuntimeError, match="closed"):
+        pipe.run_steps(1)
+
+
+def test_queue_pipeline_survives_idling_longer_than_its_read_timeout():
+    # The queue runner blocks on a full queue while nobody reads: that wait must not time out.
+    with tf1.QueuePipeline(np.arange(70), 4, 5, timeout_ms=300) as pipe:
+        pipe.next_batch()
+        time.sleep(1.0)
+        assert all(t.is_alive() for t in pipe.threads)
+        assert [int(pipe.next_batch()[0][0, 0]) for _ in range(40)][:3] == [5, 10, 0]
+
+
+def test_queue_pipeline_bad_timeout_is_refused_before_building_anything():
+    with pytest.raises(ValueError, match="timeout_ms"):
+        tf1.QueuePipeline(np.arange(70), 4, 5, timeout_ms=0)
 
 
 # --------------------------------------------------------------------------- cost helpers
@@ -216,6 +275,148 @@ def test_three_ways_agree_on_the_checksum_and_compile_once():
     counter.run_in_graph(batching.ptb_batches(ids[::-1].copy(), 5, 9, repeat=True), 3)
     assert counter.step.experimental_get_tracing_count() == 1
     assert counter.loop.experimental_get_tracing_count() == 1
+
+
+@pytest.mark.parametrize("dataset, error, match", [
+    ([np.zeros((2, 3), np.int32)] * 2, TypeError, "dataset must be a tf.data.Dataset"),
+    (tf.data.Dataset.range(5), TypeError, r"\(x, y\) pairs of int32"),
+    (tf.data.Dataset.from_tensors((tf.zeros([2, 3]), tf.zeros([2, 3]))), TypeError, "int32"),
+])
+def test_checksum_refuses_bad_datasets_before_touching_its_total(dataset, error, match):
+    counter = batching.Checksum()
+    counter.total.assign(7)
+    for run in (counter.run_python_loop, counter.run_in_graph):
+        with pytest.raises(error, match=match):
+            run(dataset, 3)
+        with pytest.raises(ValueError, match="num_batches"):
+            run(batching.ptb_batches(np.arange(50), 2, 5), 0)
+    assert counter.value == 7
+
+
+# --------------------------------------------------------------------------- stateful RNNs
+
+
+def stateful_lm(batch_size=2, num_steps=3, vocab=20, seed=0, regularizer=None):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([
+        keras.Input(batch_shape=(batch_size, num_steps), dtype="int32"),
+        keras.layers.Embedding(vocab, 4),
+        keras.layers.LSTM(5, return_sequences=True, stateful=True),
+        keras.layers.Dense(vocab, kernel_regularizer=regularizer),
+    ])
+    model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+class Wrapped(keras.layers.Layer):
+    def __init__(self):
+        super().__init__()
+        self.rnn = keras.layers.GRU(3, stateful=True, return_sequences=True)
+
+    def call(self, x):
+        return self.rnn(x)
+
+
+class Subclassed(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.wrapped = Wrapped()
+        self.both = keras.layers.Bidirectional(keras.layers.LSTM(2, stateful=True, return_sequences=True))
+        self.norm = keras.layers.BatchNormalization()
+
+    def call(self, x, training=False):
+        return self.norm(self.both(self.wrapped(x)), training=training)
+
+
+def state_norms(model):
+    return [float(np.abs(s.numpy()).max()) for layer in model._flatten_layers()
+            if getattr(layer, "stateful", False) and getattr(layer, "states", None) for s in layer.states]
+
+
+def test_reset_stateful_finds_nested_and_wrapped_layers():
+    model = Subclassed()
+    model(np.ones((2, 4, 1), np.float32))
+    assert max(state_norms(model)) > 0
+    assert batching.reset_stateful(model) == 2  # the GRU inside a layer, and the Bidirectional wrapper
+    assert max(state_norms(model)) == 0.0
+
+
+def test_reset_stateful_refuses_models_without_stateful_layers():
+    plain = keras.Sequential([keras.Input((3, 1)), keras.layers.LSTM(2)])
+    with pytest.raises(ValueError, match="no stateful RNN layer"):
+        batching.reset_stateful(plain)
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        batching.reset_stateful(plain.layers[0])
+
+
+def test_stream_loss_carries_the_state_unless_told_to_reset():
+    ids = np.random.default_rng(0).integers(0, 20, size=120)
+    model = stateful_lm()
+    ds = batching.ptb_batches(ids, 2, 3)
+    carried = batching.stream_loss(model, ds)
+    # the same numbers by hand: reset once, then the model's own loss batch after batch
+    batching.reset_stateful(model)
+    by_hand = np.mean([float(model.test_on_batch(x, y)) for x, y in ds])
+    assert carried == pytest.approx(by_hand, rel=1e-6)
+    assert batching.stream_loss(model, ds) == pytest.approx(carried, rel=1e-6)  # it resets first: repeatable
+    reset = batching.stream_loss(model, ds, reset_every_batch=True)
+    assert abs(reset - carried) > 1e-4
+
+
+def test_stream_loss_equals_evaluate_after_a_reset_with_a_regularised_model():
+    ids = np.random.default_rng(1).integers(0, 20, size=120)
+    model = stateful_lm(regularizer=keras.regularizers.L2(0.5))
+    ds = batching.ptb_batches(ids, 2, 3)
+    ours = batching.stream_loss(model, ds)
+    batching.reset_stateful(model)
+    assert ours == pytest.approx(model.evaluate(ds, verbose=0), rel=1e-5)
+    assert ours > batching.stream_loss(stateful_lm(), ds) + 0.1  # the L2 term is in both
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda m, ds: batching.stream_loss(m, ds.repeat()), ValueError, "infinite"),
+    (lambda m, ds: batching.stream_loss(m, ds.take(0)), ValueError, "empty"),
+    (lambda m, ds: batching.stream_loss(m, [1, 2]), TypeError, "dataset"),
+    (lambda m, ds: batching.stream_loss("model", ds), TypeError, "model"),
+    (lambda m, ds: batching.stream_loss(m, ds, reset_every_batch=1), TypeError, "reset_every_batch"),
+    (lambda m, ds: batching.stream_loss(m, batching.ptb_batches(np.arange(120), 3, 3)), ValueError, "exactly"),
+    (lambda m, ds: batching.stream_loss(m, ds.unbatch().batch(2)), ValueError, "exactly"),
+])
+def test_stream_loss_bad_inputs_fail_before_the_state_changes(call, error, match):
+    model = stateful_lm()
+    ds = batching.ptb_batches(np.random.default_rng(2).integers(0, 20, size=60), 2, 3)
+    model.test_on_batch(*next(iter(ds)))  # a state to keep
+    before = state_norms(model)
+    with pytest.raises(error, match=match):
+        call(model, ds)
+    assert state_norms(model) == before and before[0] > 0
+
+
+def test_stream_loss_needs_a_compiled_model():
+    model = stateful_lm()
+    fresh = keras.Sequential(model.layers[:])
+    with pytest.raises(ValueError, match="not compiled"):
+        batching.stream_loss(fresh, batching.ptb_batches(np.arange(60), 2, 3))
+
+
+def test_stream_loss_refuses_a_stateful_model_under_a_two_replica_strategy(fresh_python):
+    out = fresh_python("""
+        from helpers import runtime
+        runtime.setup(seed=0, replicas=2)
+        import keras, numpy as np, tensorflow as tf
+        from helpers import batching
+        strategy = tf.distribute.MirroredStrategy()
+        with strategy.scope():
+            model = keras.Sequential([keras.Input(batch_shape=(4, 3)), keras.layers.Embedding(20, 4),
+                                      keras.layers.LSTM(4, return_sequences=True, stateful=True)])
+            model.compile(loss="mse")
+            try:
+                batching.stream_loss(model, batching.ptb_batches(np.arange(60), 4, 3))
+            except ValueError as error:
+                print("refused:", "2 replicas" in str(error))
+            print("reset in scope:", batching.reset_stateful(model))
+    """)
+    assert "refused: True" in out and "reset in scope: 1" in out
 
 
 # --------------------------------------------------------------------------- checker
