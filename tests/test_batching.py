@@ -10,6 +10,7 @@ import tensorflow as tf
 from helpers import batching, tf1
 from helpers.exercises import CheckFailed
 from helpers.exercises import batching as exercises
+from tests.notebook_answers import answer, stub
 
 
 def numpy_batches(ids, batch_size, num_steps, count):
@@ -419,14 +420,13 @@ def test_stream_loss_refuses_a_stateful_model_under_a_two_replica_strategy(fresh
     assert "refused: True" in out and "reset in scope: 1" in out
 
 
-# --------------------------------------------------------------------------- checker
+# --------------------------------------------------------------------------- checker: batch_positions
+
+NOTEBOOK = "03_batch_iteration"
 
 
-def reference_solution(k, n_tokens, batch_size, num_steps):
-    stream_len = n_tokens // batch_size
-    windows = (stream_len - 1) // num_steps
-    first = np.arange(batch_size)[:, None] * stream_len + (k % windows) * num_steps
-    return first + np.arange(num_steps)
+def reference_positions():
+    return answer(NOTEBOOK, "batch_positions")
 
 
 def no_wrap_around(k, n_tokens, batch_size, num_steps):
@@ -440,24 +440,22 @@ def one_window_too_many(k, n_tokens, batch_size, num_steps):
     return np.arange(batch_size)[:, None] * stream_len + (k % windows) * num_steps + np.arange(num_steps)
 
 
-def test_checker_accepts_the_reference_solution(capsys):
-    exercises.check_batch_positions(reference_solution)
+def test_checker_accepts_the_notebooks_answer(capsys):
+    exercises.check_batch_positions(reference_positions())
     assert capsys.readouterr().out.startswith("Correct: batch_positions matches the producer")
 
 
-def test_checker_rejects_the_stub_as_not_written_yet():
-    def batch_positions(k, n_tokens, batch_size, num_steps):
-        raise NotImplementedError()
-
+def test_checker_rejects_the_student_stub_as_not_written_yet():
     with pytest.raises(CheckFailed, match="not written yet"):
-        exercises.check_batch_positions(batch_positions)
+        exercises.check_batch_positions(stub(NOTEBOOK, "batch_positions"))
 
 
 @pytest.mark.parametrize("wrong, hint", [
     (no_wrap_around, "what does the producer .* read next"),
     (one_window_too_many, "wrap-around comes at the wrong batch"),
-    (lambda k, n, b, s: reference_solution(k, n, b, s)[:1], "shape"),
-    (lambda k, n, b, s: reference_solution(k, n, b, s) * 1.5, "whole numbers|go up by 1"),
+    (lambda k, n, b, s: reference_positions()(k, n, b, s)[:1], "shape"),
+    (lambda k, n, b, s: reference_positions()(k, n, b, s) * 1.5, "whole numbers|go up by 1"),
+    (lambda k, n, b, s: reference_positions()(k, n, b, s).astype(np.float32), "exact integers"),
 ])
 def test_checker_hints_without_revealing_the_solution(wrong, hint):
     with pytest.raises(CheckFailed, match=hint) as info:
@@ -465,3 +463,160 @@ def test_checker_hints_without_revealing_the_solution(wrong, hint):
     message = str(info.value)
     for giveaway in ("% epoch", "k % ", "(batch_len - 1)", "- 1) //", "n_tokens // batch_size"):
         assert giveaway not in message
+
+
+def via_ptb_batches(k, n, b, s):
+    return next(iter(batching.ptb_batches(np.arange(n), b, s, repeat=True).skip(k)))[0].numpy()
+
+
+def via_imported_name(k, n, b, s, _ptb=batching.ptb_batches):  # a reference taken before the check
+    return list(_ptb(np.arange(n), b, s, repeat=True).skip(k).take(1))[0][0].numpy()
+
+
+def via_reduce(k, n, b, s, _ptb=batching.ptb_batches):
+    ds = _ptb(np.arange(n), b, s, repeat=True).skip(k).take(1)
+    return ds.reduce(tf.zeros([b, s], tf.int32), lambda acc, xy: xy[0]).numpy()
+
+
+def via_tf1(k, n, b, s):
+    return tf1.ptb_batches(np.arange(n), b, s, num_batches=k + 1)[k][0]
+
+
+def via_tf1_graph(k, n, b, s):
+    with tf.Graph().as_default():
+        i = tf.compat.v1.train.range_input_producer(10, shuffle=False).dequeue()
+        with tf.compat.v1.Session() as sess:
+            sess.run(i)
+
+
+def swallowing_the_error(k, n, b, s):
+    try:
+        return via_ptb_batches(k, n, b, s)
+    except Exception:  # noqa: BLE001 - a learner hiding that the pipeline was refused
+        return reference_positions()(k, n, b, s)
+
+
+@pytest.mark.parametrize("runs_the_pipeline, what", [
+    (via_ptb_batches, "batching.ptb_batches"),
+    (via_imported_name, "iterating a tf.data.Dataset"),
+    (via_reduce, "reduce"),
+    (via_tf1, "tf1.ptb_batches"),
+    (via_tf1_graph, "range_input_producer"),
+    (swallowing_the_error, "batching.ptb_batches"),
+])
+def test_checker_rejects_answers_that_run_a_pipeline(runs_the_pipeline, what):
+    with pytest.raises(CheckFailed, match=f"ran the pipeline.*{what}.*arithmetic") as info:
+        exercises.check_batch_positions(runs_the_pipeline)
+    assert "\n" not in str(info.value)
+    # everything the checker hid works again afterwards
+    assert len(list(batching.ptb_batches(np.arange(20), 2, 3))) == 3
+    assert tf1.ptb_batches(np.arange(20), 2, 3, num_batches=1)[0][0].shape == (2, 3)
+    assert "run" not in tf.compat.v1.Session.__dict__
+
+
+def test_checker_rejects_an_answer_that_materialises_the_stream():
+    def materialise(k, n_tokens, batch_size, num_steps):
+        length = n_tokens // batch_size
+        rows = np.arange(n_tokens)[: batch_size * length].reshape(batch_size, length)
+        i = k % ((length - 1) // num_steps)
+        return rows[:, i * num_steps:(i + 1) * num_steps]
+
+    with pytest.raises(CheckFailed, match="ran out of memory for n_tokens=1e\\+15.*directly"):
+        exercises.check_batch_positions(materialise)
+
+
+@pytest.mark.parametrize("n_tokens, batch_size, num_steps", [
+    (70, 4, 5), (101, 3, 7), (60, 4, 5), (23, 1, 4), (50, 6, 1), (1906, 8, 10), (997, 13, 6), (12, 2, 5)])
+def test_checker_arithmetic_for_huge_streams_equals_the_pipeline(n_tokens, batch_size, num_steps):
+    epoch = batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size
+    for k in range(3 * epoch + 1):
+        np.testing.assert_array_equal(exercises._expected_positions(k, n_tokens, batch_size, num_steps),
+                                      exercises._reference(k, n_tokens, batch_size, num_steps))
+
+
+def test_checker_reference_ignores_a_patched_ptb_batches(monkeypatch):
+    # an answer cell that replaces the helper cannot change the checker's reference
+    monkeypatch.setattr(batching, "ptb_batches", lambda *a, **k: tf.data.Dataset.from_tensors(
+        (tf.zeros([4, 5], tf.int32), tf.zeros([4, 5], tf.int32))).repeat())
+    with pytest.raises(CheckFailed):
+        exercises.check_batch_positions(lambda k, n, b, s: np.zeros((b, s), np.int64))
+
+
+# --------------------------------------------------------------------------- checker: reset_callback
+
+
+def counting_callback(reset_when):
+    """A callback that resets before global batch ``g`` (and Keras epoch batch ``b``) when ``reset_when(g, b)``."""
+
+    class Resetting(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seen = 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if reset_when(self.seen, batch):
+                batching.reset_stateful(self.model)
+            self.seen += 1
+
+    return Resetting()
+
+
+def reset_at_batch_end(epoch_size):
+    class AtEnd(keras.callbacks.Callback):
+        seen = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            AtEnd.seen += 1
+            if AtEnd.seen % epoch_size == 0:
+                batching.reset_stateful(self.model)
+
+    return AtEnd()
+
+
+def reset_each_keras_epoch(epoch_size):
+    class EachEpoch(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            batching.reset_stateful(self.model)
+
+    return EachEpoch()
+
+
+def hard_coded_layer(epoch_size):
+    class LayerOne(keras.callbacks.Callback):
+        seen = 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if LayerOne.seen % epoch_size == 0:
+                self.model.layers[1].reset_state()
+            LayerOne.seen += 1
+
+    return LayerOne()
+
+
+def test_reset_checker_accepts_the_notebooks_answer_and_a_reset_at_batch_end(capsys):
+    namespace = {"batching": batching}
+    exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", namespace))
+    exercises.check_reset_callback(reset_at_batch_end)
+    assert capsys.readouterr().out.count("Correct: your callback reset the state exactly") == 2
+
+
+def test_reset_checker_rejects_the_student_stub():
+    with pytest.raises(CheckFailed, match="not written yet"):
+        exercises.check_reset_callback(stub(NOTEBOOK, "reset_callback", {"batching": batching}))
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda e: keras.callbacks.Callback(), "not reset before batch 5: there every row jumps back"),
+    (reset_each_keras_epoch, "where a Keras epoch starts \\(batch 3\\)"),
+    (lambda e: counting_callback(lambda seen, batch: batch % e == 0), "where a Keras epoch starts.*`batch` argument"),
+    (lambda e: counting_callback(lambda seen, batch: True), "before every batch"),
+    (lambda e: counting_callback(lambda seen, batch: seen % e in (0, 1)), "before batch 1, where every row continues"),
+    (lambda e: counting_callback(lambda seen, batch: seen % 5 == 0), "epoch_size=4.*not reset before batch 4"),
+    (hard_coded_layer, "raised AttributeError"),
+    (lambda e: keras.callbacks.Callback, "returned a class"),
+    (lambda e: "reset", "must return a keras.callbacks.Callback"),
+])
+def test_reset_checker_hints_in_one_line(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint) as info:
+        exercises.check_reset_callback(wrong)
+    assert "\n" not in str(info.value) and "% epoch_size" not in str(info.value)
