@@ -92,6 +92,21 @@ def test_vocabulary_bad_inputs_name_the_argument(call, error, name):
         call()
 
 
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: batching.corpus_ids(max_vocab=1), ValueError, "max_vocab"),
+    (lambda: batching.corpus_ids(max_vocab=50.0), TypeError, "max_vocab"),
+    (lambda: batching.corpus_ids(name=3), TypeError, "name"),
+    (lambda: batching.ptb_layout(-1, 2, 3), ValueError, "n_tokens"),
+    (lambda: batching.ptb_layout(10, "2", 3), TypeError, "batch_size"),
+    (lambda: batching.ptb_layout(10, 2, 0), ValueError, "num_steps"),
+    (lambda: batching.as_token_ids(b"abc"), TypeError, "raw_ids"),
+    (lambda: batching.as_token_ids([2**31]), ValueError, "raw_ids"),
+])
+def test_corpus_and_layout_bad_inputs_name_the_argument(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
+
+
 def test_corpus_ids_round_trip_to_the_tokens():
     ids, vocab = batching.corpus_ids()
     words = {i: w for w, i in vocab.items()}
@@ -340,6 +355,19 @@ def test_reset_stateful_finds_nested_and_wrapped_layers():
     assert max(state_norms(model)) > 0
     assert batching.reset_stateful(model) == 2  # the GRU inside a layer, and the Bidirectional wrapper
     assert max(state_norms(model)) == 0.0
+
+
+def test_stream_loss_on_a_subclassed_model_with_batchnorm_and_a_frozen_rnn():
+    model = Subclassed()
+    model.wrapped.trainable = False  # frozen: its state is still carried and reset
+    model.compile(loss="mse")
+    x = np.random.default_rng(0).normal(size=(6, 4, 1)).astype(np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((x, np.zeros((6, 4, 4), np.float32))).batch(2, drop_remainder=True)
+    carried = batching.stream_loss(model, ds)
+    assert np.isfinite(carried) and carried == pytest.approx(batching.stream_loss(model, ds), rel=1e-6)
+    assert abs(batching.stream_loss(model, ds, reset_every_batch=True) - carried) > 1e-7
+    with pytest.raises(ValueError, match="exactly"):
+        batching.stream_loss(model, ds.unbatch().batch(3, drop_remainder=True))
 
 
 def test_reset_stateful_refuses_models_without_stateful_layers():

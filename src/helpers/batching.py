@@ -147,6 +147,8 @@ def corpus_ids(name: str = CORPUS, max_vocab: int | None = None) -> tuple[np.nda
     >>> ids.dtype.name, int(ids[-1]) == vocab["<eos>"]
     ('int32', True)
     """
+    if max_vocab is not None and require_int("max_vocab", max_vocab) < 2:
+        raise ValueError(f"max_vocab must be >= 2 (one word and {UNK}), got {max_vocab}")
     tokens = tokenize(load_corpus(name))
     vocab = build_vocab(tokens, max_size=max_vocab)
     return to_ids(tokens, vocab), vocab
@@ -210,7 +212,12 @@ def ptb_layout(n_tokens: int, batch_size: int, num_steps: int) -> Layout:
 
 
 def as_token_ids(raw_ids: Any) -> np.ndarray:
-    """``raw_ids`` as a 1-D int32 NumPy array, or a clear error naming ``raw_ids``."""
+    """``raw_ids`` (a list, range, NumPy array or tensor of token ids) as a 1-D int32 NumPy array, or
+    a clear error naming ``raw_ids``.
+
+    >>> as_token_ids(range(3)).tolist(), as_token_ids(tf.constant([4, 5], tf.int64)).dtype.name
+    ([0, 1, 2], 'int32')
+    """
     if isinstance(raw_ids, (tf.Tensor, tf.Variable)):
         raw_ids = raw_ids.numpy()
     if isinstance(raw_ids, (str, bytes)):

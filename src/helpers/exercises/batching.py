@@ -23,6 +23,8 @@ import numpy as np
 
 from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
+__all__ = ["check_batch_positions", "check_reset_callback"]
+
 # (n_tokens, batch_size, num_steps): uneven lengths, one stream, one step, a stream length that is
 # a multiple of num_steps (where "one window too many" shows), and the notebook's corpus layout.
 _CASES = [(70, 4, 5), (101, 3, 7), (60, 4, 5), (23, 1, 4), (50, 6, 1), (1906, 8, 10)]
