@@ -1,5 +1,6 @@
 """helpers.batching (notebook 03): corpus, layout, tf.data and TF1 producers, stateful RNNs, cost helpers, checkers."""
 
+import functools
 import time
 
 import keras
@@ -453,6 +454,7 @@ def test_stream_loss_refuses_a_stateful_model_under_a_two_replica_strategy(fresh
 NOTEBOOK = "03_batch_iteration"
 
 
+@functools.lru_cache(maxsize=None)
 def reference_positions():
     return answer(NOTEBOOK, "batch_positions")
 
