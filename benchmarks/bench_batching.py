@@ -1,25 +1,22 @@
-"""Notebook 03 benchmark: batches per second through the PTB producer, three ways, on the same data.
+"""Notebook 03 benchmark: batches per second through the PTB producer, on the same data, several ways.
 
-* TF1 queue pipeline (``helpers.tf1.QueuePipeline``): range queue + strided slices, queue
-  runner threads, one ``session.run(step)`` per batch. This is the baseline.
-* Python ``for`` over ``tf.data`` with a compiled step (``Checksum.run_python_loop``).
-* The loop inside one ``tf.function`` (``Checksum.run_in_graph``).
+* TF1 queue pipeline (``helpers.tf1.QueuePipeline``): range queue + strided slices, queue runner
+  threads, one ``session.run(step)`` per batch. This is the baseline.
+* Python ``for`` over ``ptb_batches`` with a compiled step (``Checksum.run_python_loop``).
+* The loop inside one ``tf.function`` (``Checksum.run_in_graph``) over ``ptb_batches``: every window
+  cut up front, handed out by ``from_tensor_slices`` on one private thread.
+* For reference, the same in-graph loop over the piece-by-piece translation of the TF1 producer
+  (``Dataset.range(epoch_size).map(window)``: a function call per batch) on the shared thread pool,
+  which is where the time per batch went before ``ptb_batches`` cut the windows up front.
 
-All three run the same stand-in step (add a checksum of the batch to a variable) on the shipped
-corpus, 8 streams x 10 steps, ``repeat=True``, and must agree on the total. The ``tf.data`` options
-are fixed in ``helpers.batching`` (deterministic, autotune off, no injected prefetch, explicit
-``prefetch(1)``, sequential ``map``). The three methods are timed in interleaved rounds, so that
-load changes on a shared machine hit all of them alike; the table shows median times and the target
-uses the median of the per-round ratios. Speed is reported, never asserted: exit status is 0.
-
-Batches per measurement: 2,323, one epoch of the real PTB training set (929,589 tokens) at the
-tutorial's small configuration (20 streams x 20 steps), i.e. the length of loop a PTB script runs
-per iteration of its epoch loop (it was 500 before; see docs/batching.md). Each ``tf.data`` loop pays a one-off
-start of about 20 ms on a 2-core CPU: a new iterator, and TensorFlow instantiates the pipeline's
-functions (``map``, and the ``scan``/``reduce`` that AutoGraph makes of the ``for`` loop) for it.
-The TF1 pipeline's start (graph, session, queue runner threads) happens once, outside the timed
-region, so with 500 batches the in-graph loop was charged ~40 us/batch of start-up that TF1 was not.
-Both one-off starts are measured separately and printed, so nothing is hidden.
+All run the same stand-in step (add a checksum of the batch to a variable) on the shipped corpus,
+8 streams x 10 steps, ``repeat=True``, and must agree on the total. Each measurement reads 2,323
+batches: one epoch of the real PTB training set (929,589 tokens) at the tutorial's small
+configuration (20 x 20), the loop a PTB script runs per epoch. The methods take turns
+(``measure.interleaved``), so a change of load on a shared machine hits them alike; the tables show
+medians. A second table compares ``prefetch`` 0, 1 and ``tf.data.AUTOTUNE`` for both TF2 loops (the
+notebook's choice of 1). One-off start costs are measured separately. Speed is reported, never
+asserted: the exit status is 0.
 """
 
 from __future__ import annotations
@@ -28,77 +25,92 @@ from helpers import runtime
 
 DEVICE = runtime.setup(seed=0)
 
-import statistics  # noqa: E402
-import time  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from helpers import batching, measure, tf1  # noqa: E402
 
 BATCH_SIZE, NUM_STEPS = 8, 10
 NUM_BATCHES = 2323  # per measurement: one real PTB epoch at the small config (~100 epochs of this corpus)
-START_REPEATS = 5  # one-off start costs: median of this many
 ROUNDS = 9
 TARGET = 2.0  # the in-graph tf.data loop reads at least this many times the TF1 batches per second
 
-TF1, LOOP, GRAPH = "TF1 queue + session.run", "Python for + compiled step", "loop inside tf.function"
+TF1, LOOP, GRAPH, MAPPED = ("TF1 queue + session.run", "Python for + compiled step", "loop inside tf.function",
+                            "  same, map per batch")
+
+
+def mapped_batches(ids, batch_size: int, num_steps: int) -> tf.data.Dataset:
+    """The piece-by-piece translation of the TF1 producer: a window index, mapped to its slices."""
+    layout = batching.ptb_layout(len(ids), batch_size, num_steps)
+    rows = tf.constant(ids[: batch_size * layout.batch_len].reshape(batch_size, layout.batch_len))
+
+    def window(i):
+        start = tf.cast(i, tf.int32) * num_steps
+        return tf.slice(rows, [0, start], [batch_size, num_steps]), tf.slice(rows, [0, start + 1], [batch_size, num_steps])
+
+    options = tf.data.Options()  # as ptb_batches, but on the shared thread pool
+    options.autotune.enabled = False
+    options.experimental_optimization.inject_prefetch = False
+    return tf.data.Dataset.range(layout.epoch_size).repeat().map(window).prefetch(1).with_options(options)
 
 
 def main() -> None:
     ids, _ = batching.corpus_ids()
     layout = batching.ptb_layout(len(ids), BATCH_SIZE, NUM_STEPS)
     stream = batching.ptb_batches(ids, BATCH_SIZE, NUM_STEPS, repeat=True)
+    mapped = mapped_batches(ids, BATCH_SIZE, NUM_STEPS)
     counter = batching.Checksum()
-    samples: dict[str, list[float]] = {TF1: [], LOOP: [], GRAPH: []}
+    print(measure.header(f"bench_batching: PTB producer, {layout.n_tokens}-token corpus, {BATCH_SIZE} streams x "
+                         f"{NUM_STEPS} steps ({layout.epoch_size} batches per epoch), {NUM_BATCHES} batches "
+                         f"per measurement, {ROUNDS} interleaved rounds"))
     with tf1.QueuePipeline(ids, BATCH_SIZE, NUM_STEPS) as pipe:
-        totals = {
-            TF1: pipe.run_steps(NUM_BATCHES),  # also the warm-up of each method
-            LOOP: counter.run_python_loop(stream, NUM_BATCHES),
-            GRAPH: counter.run_in_graph(stream, NUM_BATCHES),
-        }
         runs = {
             TF1: lambda: pipe.run_steps(NUM_BATCHES),
             LOOP: lambda: counter.run_python_loop(stream, NUM_BATCHES),
             GRAPH: lambda: counter.run_in_graph(stream, NUM_BATCHES),
+            MAPPED: lambda: counter.run_in_graph(mapped, NUM_BATCHES),
         }
-        for _ in range(ROUNDS):
-            for name, run in runs.items():
-                samples[name].append(measure.median_seconds(run, repeat=1, warmup=0) / NUM_BATCHES)
-
-    start_costs = one_off_starts(ids, stream, counter)
-    per_batch = {name: statistics.median(values) for name, values in samples.items()}
-    print(f"bench_batching: PTB producer on {DEVICE}, corpus of {layout.n_tokens} tokens, "
-          f"{BATCH_SIZE} streams x {NUM_STEPS} steps ({layout.epoch_size} batches per epoch), "
-          f"{NUM_BATCHES} batches per measurement, {ROUNDS} interleaved rounds")
-    print(f"same checksum from all three: {len(set(totals.values())) == 1}; "
-          f"traces: step {counter.step.experimental_get_tracing_count()}, "
-          f"loop {counter.loop.experimental_get_tracing_count()}")
+        totals = {name: run() for name, run in runs.items()}  # also the warm-up of each method
+        seconds = measure.interleaved(runs, rounds=ROUNDS, warmup=0)
+    per_batch = {name: s / NUM_BATCHES for name, s in seconds.items()}
+    print(f"same checksum from all: {len(set(totals.values())) == 1}; traces: step "
+          f"{counter.step.experimental_get_tracing_count()}, loop {counter.loop.experimental_get_tracing_count()}")
     print(measure.ratio_table(list(per_batch.items()), baseline=TF1, unit="us/batch", scale=1e6))
-    for name, seconds in per_batch.items():
-        print(f"{name:<28} {1 / seconds:>9,.0f} batches/s")
-
-    round_ratios = sorted(t / g for t, g in zip(samples[TF1], samples[GRAPH]))
-    speedup = statistics.median(round_ratios)
-    verdict = "met" if speedup >= TARGET else "NOT met"
-    print(f"target: in-graph tf.data loop >= {TARGET:.0f}x the TF1 queue's batches/s: {verdict} in this run "
-          f"({speedup:.2f}x, median of {ROUNDS} rounds; range {round_ratios[0]:.2f}x-{round_ratios[-1]:.2f}x)")
-    loop_speedup = statistics.median(t / p for t, p in zip(samples[TF1], samples[LOOP]))
-    print(f"(for reference: Python for + compiled step reads {loop_speedup:.2f}x the TF1 batches/s)")
-    print(f"one-off starts (median of {START_REPEATS}): TF1 graph + session + queue runners, started and "
-          f"stopped, {start_costs[TF1] * 1e3:.1f} ms (once, not in the times above); in-graph loop's "
-          f"iterator + function instantiation {start_costs[GRAPH] * 1e3:.1f} ms (paid by every measurement: "
-          f"{start_costs[GRAPH] / NUM_BATCHES * 1e6:.1f} us/batch of the times above)")
+    for name, s in per_batch.items():
+        print(f"{name:<28} {1 / s:>9,.0f} batches/s")
+    print()
+    prefetch_table(ids, counter)
+    print()
+    start_costs(ids, stream, counter)
+    print(measure.target_line("in-graph tf.data loop, batches/s vs the TF1 queue", per_batch[TF1] / per_batch[GRAPH],
+                              TARGET, at_most=False))
 
 
-def one_off_starts(ids, stream, counter) -> dict[str, float]:
-    """Seconds to start each pipeline and read one batch: TF1 builds its graph, session and threads;
-    ``run_in_graph`` creates an iterator and instantiates the pipeline's functions on every call."""
-    tf1 = []
-    for _ in range(START_REPEATS):
-        begin = time.perf_counter()
+def prefetch_table(ids, counter: batching.Checksum) -> None:
+    """prefetch 0, 1 and AUTOTUNE for both TF2 loops (AUTOTUNE also switches tf.data's autotuner on)."""
+    runs = {}
+    for label, size in (("0", 0), ("1", 1), ("AUTOTUNE", tf.data.AUTOTUNE)):
+        ds = batching.ptb_batches(ids, BATCH_SIZE, NUM_STEPS, repeat=True, prefetch=size)
+        runs[f"in-graph loop, prefetch {label}"] = lambda ds=ds: counter.run_in_graph(ds, NUM_BATCHES)
+        runs[f"Python loop, prefetch {label}"] = lambda ds=ds: counter.run_python_loop(ds, NUM_BATCHES)
+    seconds = measure.interleaved(runs, rounds=5)
+    graph = [(name, s / NUM_BATCHES) for name, s in seconds.items() if name.startswith("in-graph")]
+    python = [(name, s / NUM_BATCHES) for name, s in seconds.items() if name.startswith("Python")]
+    print(measure.ratio_table(graph, baseline=graph[1][0], unit="us/batch", scale=1e6))
+    print(measure.ratio_table(python, baseline=python[1][0], unit="us/batch", scale=1e6))
+
+
+def start_costs(ids, stream: tf.data.Dataset, counter: batching.Checksum) -> None:
+    """One-off costs, not in the per-batch times above: TF1 builds a graph, a session and threads once;
+    ``run_in_graph`` makes a new iterator (and instantiates the pipeline's functions) at every call."""
+    def tf1_start():
         with tf1.QueuePipeline(ids, BATCH_SIZE, NUM_STEPS) as pipe:
             pipe.run_steps(1)
-        tf1.append(time.perf_counter() - begin)
-    graph = measure.median_seconds(lambda: counter.run_in_graph(stream, 1), repeat=START_REPEATS)
-    return {TF1: statistics.median(tf1), GRAPH: graph}
+
+    tf1_seconds = measure.median_seconds(tf1_start, repeat=5)
+    graph_seconds = measure.median_seconds(lambda: counter.run_in_graph(stream, 1), repeat=5)
+    print(f"one-off starts (median of 5): TF1 graph + session + queue runners, started and stopped: "
+          f"{tf1_seconds * 1e3:.1f} ms (once); in-graph loop's iterator: {graph_seconds * 1e3:.2f} ms per call "
+          f"({graph_seconds / NUM_BATCHES * 1e6:.2f} us/batch of the times above)")
 
 
 if __name__ == "__main__":

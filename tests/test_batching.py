@@ -1,5 +1,9 @@
-"""helpers.batching (notebook 03): corpus, layout, tf.data and TF1 producers, cost helpers, checker."""
+"""helpers.batching (notebook 03): corpus, layout, tf.data and TF1 producers, stateful RNNs, cost helpers, checkers."""
 
+import functools
+import time
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,6 +11,7 @@ import tensorflow as tf
 from helpers import batching, tf1
 from helpers.exercises import CheckFailed
 from helpers.exercises import batching as exercises
+from tests.notebook_answers import answer, stub
 
 
 def numpy_batches(ids, batch_size, num_steps, count):
@@ -41,6 +46,32 @@ def test_tokenize_lowercases_marks_numbers_and_ends_lines_with_eos():
         batching.tokenize(["a", "b"])
 
 
+@pytest.mark.parametrize("text, tokens", [
+    ("Café au lait", ["café", "au", "lait", "<eos>"]),
+    ("Cafe\u0301 au lait", ["café", "au", "lait", "<eos>"]),  # combining accent: the same word
+    ("Naïve Straße, Ærø!", ["naïve", "straße", "ærø", "<eos>"]),
+    ("Москва и Київ", ["москва", "и", "київ", "<eos>"]),
+    ("東京 ١٢٣ km", ["東京", "N", "km", "<eos>"]),  # other scripts' digits are numbers too
+    ("the fox\u2019s den", ["the", "fox's", "den", "<eos>"]),  # a curly apostrophe is straightened
+    ("snake_case", ["snake", "case", "<eos>"]),
+])
+def test_tokenize_keeps_words_of_every_script_whole(text, tokens):
+    assert batching.tokenize(text) == tokens
+
+
+def test_tokenize_is_unchanged_on_the_ascii_corpus():
+    import re
+
+    text = batching.load_corpus()
+    assert text.isascii()
+    ascii_words = re.compile(r"[a-z0-9']+")
+    expected = []
+    for line in text.splitlines():
+        words = ["N" if w.isdigit() else w for w in ascii_words.findall(line.lower())]
+        expected += words + ["<eos>"] if words else []
+    assert batching.tokenize(text) == expected
+
+
 def test_vocab_ranks_by_frequency_then_alphabet_and_caps_with_unk():
     tokens = ["c", "b", "a", "b", "c", "d", "b"]
     assert batching.build_vocab(tokens) == {"b": 0, "c": 1, "a": 2, "d": 3}
@@ -58,6 +89,21 @@ def test_vocab_ranks_by_frequency_then_alphabet_and_caps_with_unk():
     (lambda: batching.to_ids(["a"], ["a"]), TypeError, "vocab"),
 ])
 def test_vocabulary_bad_inputs_name_the_argument(call, error, name):
+    with pytest.raises(error, match=name):
+        call()
+
+
+@pytest.mark.parametrize("call, error, name", [
+    (lambda: batching.corpus_ids(max_vocab=1), ValueError, "max_vocab"),
+    (lambda: batching.corpus_ids(max_vocab=50.0), TypeError, "max_vocab"),
+    (lambda: batching.corpus_ids(name=3), TypeError, "name"),
+    (lambda: batching.ptb_layout(-1, 2, 3), ValueError, "n_tokens"),
+    (lambda: batching.ptb_layout(10, "2", 3), TypeError, "batch_size"),
+    (lambda: batching.ptb_layout(10, 2, 0), ValueError, "num_steps"),
+    (lambda: batching.as_token_ids(b"abc"), TypeError, "raw_ids"),
+    (lambda: batching.as_token_ids([2**31]), ValueError, "raw_ids"),
+])
+def test_corpus_and_layout_bad_inputs_name_the_argument(call, error, name):
     with pytest.raises(error, match=name):
         call()
 
@@ -118,7 +164,19 @@ def test_other_bad_arguments():
     with pytest.raises(TypeError, match="repeat"):
         batching.ptb_batches(np.arange(50), 2, 5, repeat=1)
     with pytest.raises(ValueError, match="prefetch"):
-        batching.ptb_batches(np.arange(50), 2, 5, prefetch=-1)
+        batching.ptb_batches(np.arange(50), 2, 5, prefetch=-2)
+    with pytest.raises(TypeError, match="prefetch"):
+        batching.ptb_batches(np.arange(50), 2, 5, prefetch=1.0)
+
+
+@pytest.mark.parametrize("prefetch, autotune", [(0, False), (1, False), (3, False), (tf.data.AUTOTUNE, True)])
+def test_prefetch_choices_give_the_same_batches_and_fixed_options(prefetch, autotune):
+    ds = batching.ptb_batches(np.arange(97), 3, 7, prefetch=prefetch)
+    expected = numpy_batches(np.arange(97), 3, 7, batching.ptb_layout(97, 3, 7).epoch_size)
+    assert [x.numpy().tolist() for x, _ in ds] == [x.tolist() for x, _ in expected]
+    options = ds.options()
+    assert options.autotune.enabled is autotune
+    assert options.deterministic is True and options.threading.private_threadpool_size == 1
 
 
 def test_shortest_data_that_works_gives_one_batch():
@@ -196,6 +254,24 @@ def test_queue_pipeline_stops_its_threads_and_closes_its_session():
     assert pipe.closed and not any(t.is_alive() for t in pipe.threads)
     assert pipe.session._closed
     pipe.close()  # a second close is harmless
+    with pytest.raises(RuntimeError, match="closed"):
+        pipe.next_batch()
+    with pytest.raises(RuntimeError, match="closed"):
+        pipe.run_steps(1)
+
+
+def test_queue_pipeline_survives_idling_longer_than_its_read_timeout():
+    # The queue runner blocks on a full queue while nobody reads: that wait must not time out.
+    with tf1.QueuePipeline(np.arange(70), 4, 5, timeout_ms=300) as pipe:
+        pipe.next_batch()
+        time.sleep(1.0)
+        assert all(t.is_alive() for t in pipe.threads)
+        assert [int(pipe.next_batch()[0][0, 0]) for _ in range(40)][:3] == [5, 10, 0]
+
+
+def test_queue_pipeline_bad_timeout_is_refused_before_building_anything():
+    with pytest.raises(ValueError, match="timeout_ms"):
+        tf1.QueuePipeline(np.arange(70), 4, 5, timeout_ms=0)
 
 
 # --------------------------------------------------------------------------- cost helpers
@@ -218,14 +294,169 @@ def test_three_ways_agree_on_the_checksum_and_compile_once():
     assert counter.loop.experimental_get_tracing_count() == 1
 
 
-# --------------------------------------------------------------------------- checker
+@pytest.mark.parametrize("dataset, error, match", [
+    ([np.zeros((2, 3), np.int32)] * 2, TypeError, "dataset must be a tf.data.Dataset"),
+    (tf.data.Dataset.range(5), TypeError, r"\(x, y\) pairs of int32"),
+    (tf.data.Dataset.from_tensors((tf.zeros([2, 3]), tf.zeros([2, 3]))), TypeError, "int32"),
+])
+def test_checksum_refuses_bad_datasets_before_touching_its_total(dataset, error, match):
+    counter = batching.Checksum()
+    counter.total.assign(7)
+    for run in (counter.run_python_loop, counter.run_in_graph):
+        with pytest.raises(error, match=match):
+            run(dataset, 3)
+        with pytest.raises(ValueError, match="num_batches"):
+            run(batching.ptb_batches(np.arange(50), 2, 5), 0)
+    assert counter.value == 7
 
 
-def reference_solution(k, n_tokens, batch_size, num_steps):
-    stream_len = n_tokens // batch_size
-    windows = (stream_len - 1) // num_steps
-    first = np.arange(batch_size)[:, None] * stream_len + (k % windows) * num_steps
-    return first + np.arange(num_steps)
+# --------------------------------------------------------------------------- stateful RNNs
+
+
+def stateful_lm(batch_size=2, num_steps=3, vocab=20, seed=0, regularizer=None):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([
+        keras.Input(batch_shape=(batch_size, num_steps), dtype="int32"),
+        keras.layers.Embedding(vocab, 4),
+        keras.layers.LSTM(5, return_sequences=True, stateful=True),
+        keras.layers.Dense(vocab, kernel_regularizer=regularizer),
+    ])
+    model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+class Wrapped(keras.layers.Layer):
+    def __init__(self):
+        super().__init__()
+        self.rnn = keras.layers.GRU(3, stateful=True, return_sequences=True)
+
+    def call(self, x):
+        return self.rnn(x)
+
+
+class Subclassed(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.wrapped = Wrapped()
+        self.both = keras.layers.Bidirectional(keras.layers.LSTM(2, stateful=True, return_sequences=True))
+        self.norm = keras.layers.BatchNormalization()
+
+    def call(self, x, training=False):
+        return self.norm(self.both(self.wrapped(x)), training=training)
+
+
+def state_norms(model):
+    return [float(np.abs(s.numpy()).max()) for layer in model._flatten_layers()
+            if getattr(layer, "stateful", False) and getattr(layer, "states", None) for s in layer.states]
+
+
+def test_reset_stateful_finds_nested_and_wrapped_layers():
+    model = Subclassed()
+    model(np.ones((2, 4, 1), np.float32))
+    assert max(state_norms(model)) > 0
+    assert batching.reset_stateful(model) == 2  # the GRU inside a layer, and the Bidirectional wrapper
+    assert max(state_norms(model)) == 0.0
+
+
+def test_stream_loss_on_a_subclassed_model_with_batchnorm_and_a_frozen_rnn():
+    model = Subclassed()
+    model.wrapped.trainable = False  # frozen: its state is still carried and reset
+    model.compile(loss="mse")
+    x = np.random.default_rng(0).normal(size=(6, 4, 1)).astype(np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((x, np.zeros((6, 4, 4), np.float32))).batch(2, drop_remainder=True)
+    carried = batching.stream_loss(model, ds)
+    assert np.isfinite(carried) and carried == pytest.approx(batching.stream_loss(model, ds), rel=1e-6)
+    assert abs(batching.stream_loss(model, ds, reset_every_batch=True) - carried) > 1e-7
+    with pytest.raises(ValueError, match="exactly"):
+        batching.stream_loss(model, ds.unbatch().batch(3, drop_remainder=True))
+
+
+def test_reset_stateful_refuses_models_without_stateful_layers():
+    plain = keras.Sequential([keras.Input((3, 1)), keras.layers.LSTM(2)])
+    with pytest.raises(ValueError, match="no stateful RNN layer"):
+        batching.reset_stateful(plain)
+    with pytest.raises(TypeError, match="model must be a Keras model"):
+        batching.reset_stateful(plain.layers[0])
+
+
+def test_stream_loss_carries_the_state_unless_told_to_reset():
+    ids = np.random.default_rng(0).integers(0, 20, size=120)
+    model = stateful_lm()
+    ds = batching.ptb_batches(ids, 2, 3)
+    carried = batching.stream_loss(model, ds)
+    # the same numbers by hand: reset once, then the model's own loss batch after batch
+    batching.reset_stateful(model)
+    by_hand = np.mean([float(model.test_on_batch(x, y)) for x, y in ds])
+    assert carried == pytest.approx(by_hand, rel=1e-6)
+    assert batching.stream_loss(model, ds) == pytest.approx(carried, rel=1e-6)  # it resets first: repeatable
+    reset = batching.stream_loss(model, ds, reset_every_batch=True)
+    assert abs(reset - carried) > 1e-4
+
+
+def test_stream_loss_equals_evaluate_after_a_reset_with_a_regularised_model():
+    ids = np.random.default_rng(1).integers(0, 20, size=120)
+    model = stateful_lm(regularizer=keras.regularizers.L2(0.5))
+    ds = batching.ptb_batches(ids, 2, 3)
+    ours = batching.stream_loss(model, ds)
+    batching.reset_stateful(model)
+    assert ours == pytest.approx(model.evaluate(ds, verbose=0), rel=1e-5)
+    assert ours > batching.stream_loss(stateful_lm(), ds) + 0.1  # the L2 term is in both
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda m, ds: batching.stream_loss(m, ds.repeat()), ValueError, "infinite"),
+    (lambda m, ds: batching.stream_loss(m, ds.take(0)), ValueError, "empty"),
+    (lambda m, ds: batching.stream_loss(m, [1, 2]), TypeError, "dataset"),
+    (lambda m, ds: batching.stream_loss("model", ds), TypeError, "model"),
+    (lambda m, ds: batching.stream_loss(m, ds, reset_every_batch=1), TypeError, "reset_every_batch"),
+    (lambda m, ds: batching.stream_loss(m, batching.ptb_batches(np.arange(120), 3, 3)), ValueError, "exactly"),
+    (lambda m, ds: batching.stream_loss(m, ds.unbatch().batch(2)), ValueError, "exactly"),
+])
+def test_stream_loss_bad_inputs_fail_before_the_state_changes(call, error, match):
+    model = stateful_lm()
+    ds = batching.ptb_batches(np.random.default_rng(2).integers(0, 20, size=60), 2, 3)
+    model.test_on_batch(*next(iter(ds)))  # a state to keep
+    before = state_norms(model)
+    with pytest.raises(error, match=match):
+        call(model, ds)
+    assert state_norms(model) == before and before[0] > 0
+
+
+def test_stream_loss_needs_a_compiled_model():
+    model = stateful_lm()
+    fresh = keras.Sequential(model.layers[:])
+    with pytest.raises(ValueError, match="not compiled"):
+        batching.stream_loss(fresh, batching.ptb_batches(np.arange(60), 2, 3))
+
+
+def test_stream_loss_refuses_a_stateful_model_under_a_two_replica_strategy(fresh_python):
+    out = fresh_python("""
+        from helpers import runtime
+        runtime.setup(seed=0, replicas=2)
+        import keras, numpy as np, tensorflow as tf
+        from helpers import batching
+        strategy = tf.distribute.MirroredStrategy()
+        with strategy.scope():
+            model = keras.Sequential([keras.Input(batch_shape=(4, 3)), keras.layers.Embedding(20, 4),
+                                      keras.layers.LSTM(4, return_sequences=True, stateful=True)])
+            model.compile(loss="mse")
+            try:
+                batching.stream_loss(model, batching.ptb_batches(np.arange(60), 4, 3))
+            except ValueError as error:
+                print("refused:", "2 replicas" in str(error))
+            print("reset in scope:", batching.reset_stateful(model))
+    """)
+    assert "refused: True" in out and "reset in scope: 1" in out
+
+
+# --------------------------------------------------------------------------- checker: batch_positions
+
+NOTEBOOK = "03_batch_iteration"
+
+
+@functools.lru_cache(maxsize=None)
+def reference_positions():
+    return answer(NOTEBOOK, "batch_positions")
 
 
 def no_wrap_around(k, n_tokens, batch_size, num_steps):
@@ -239,24 +470,22 @@ def one_window_too_many(k, n_tokens, batch_size, num_steps):
     return np.arange(batch_size)[:, None] * stream_len + (k % windows) * num_steps + np.arange(num_steps)
 
 
-def test_checker_accepts_the_reference_solution(capsys):
-    exercises.check_batch_positions(reference_solution)
+def test_checker_accepts_the_notebooks_answer(capsys):
+    exercises.check_batch_positions(reference_positions())
     assert capsys.readouterr().out.startswith("Correct: batch_positions matches the producer")
 
 
-def test_checker_rejects_the_stub_as_not_written_yet():
-    def batch_positions(k, n_tokens, batch_size, num_steps):
-        raise NotImplementedError()
-
+def test_checker_rejects_the_student_stub_as_not_written_yet():
     with pytest.raises(CheckFailed, match="not written yet"):
-        exercises.check_batch_positions(batch_positions)
+        exercises.check_batch_positions(stub(NOTEBOOK, "batch_positions"))
 
 
 @pytest.mark.parametrize("wrong, hint", [
     (no_wrap_around, "what does the producer .* read next"),
     (one_window_too_many, "wrap-around comes at the wrong batch"),
-    (lambda k, n, b, s: reference_solution(k, n, b, s)[:1], "shape"),
-    (lambda k, n, b, s: reference_solution(k, n, b, s) * 1.5, "whole numbers|go up by 1"),
+    (lambda k, n, b, s: reference_positions()(k, n, b, s)[:1], "shape"),
+    (lambda k, n, b, s: reference_positions()(k, n, b, s) * 1.5, "whole numbers|go up by 1"),
+    (lambda k, n, b, s: reference_positions()(k, n, b, s).astype(np.float32), "exact integers"),
 ])
 def test_checker_hints_without_revealing_the_solution(wrong, hint):
     with pytest.raises(CheckFailed, match=hint) as info:
@@ -264,3 +493,160 @@ def test_checker_hints_without_revealing_the_solution(wrong, hint):
     message = str(info.value)
     for giveaway in ("% epoch", "k % ", "(batch_len - 1)", "- 1) //", "n_tokens // batch_size"):
         assert giveaway not in message
+
+
+def via_ptb_batches(k, n, b, s):
+    return next(iter(batching.ptb_batches(np.arange(n), b, s, repeat=True).skip(k)))[0].numpy()
+
+
+def via_imported_name(k, n, b, s, _ptb=batching.ptb_batches):  # a reference taken before the check
+    return list(_ptb(np.arange(n), b, s, repeat=True).skip(k).take(1))[0][0].numpy()
+
+
+def via_reduce(k, n, b, s, _ptb=batching.ptb_batches):
+    ds = _ptb(np.arange(n), b, s, repeat=True).skip(k).take(1)
+    return ds.reduce(tf.zeros([b, s], tf.int32), lambda acc, xy: xy[0]).numpy()
+
+
+def via_tf1(k, n, b, s):
+    return tf1.ptb_batches(np.arange(n), b, s, num_batches=k + 1)[k][0]
+
+
+def via_tf1_graph(k, n, b, s):
+    with tf.Graph().as_default():
+        i = tf.compat.v1.train.range_input_producer(10, shuffle=False).dequeue()
+        with tf.compat.v1.Session() as sess:
+            sess.run(i)
+
+
+def swallowing_the_error(k, n, b, s):
+    try:
+        return via_ptb_batches(k, n, b, s)
+    except Exception:  # noqa: BLE001 - a learner hiding that the pipeline was refused
+        return reference_positions()(k, n, b, s)
+
+
+@pytest.mark.parametrize("runs_the_pipeline, what", [
+    (via_ptb_batches, "batching.ptb_batches"),
+    (via_imported_name, "iterating a tf.data.Dataset"),
+    (via_reduce, "reduce"),
+    (via_tf1, "tf1.ptb_batches"),
+    (via_tf1_graph, "range_input_producer"),
+    (swallowing_the_error, "batching.ptb_batches"),
+])
+def test_checker_rejects_answers_that_run_a_pipeline(runs_the_pipeline, what):
+    with pytest.raises(CheckFailed, match=f"ran the pipeline.*{what}.*arithmetic") as info:
+        exercises.check_batch_positions(runs_the_pipeline)
+    assert "\n" not in str(info.value)
+    # everything the checker hid works again afterwards
+    assert len(list(batching.ptb_batches(np.arange(20), 2, 3))) == 3
+    assert tf1.ptb_batches(np.arange(20), 2, 3, num_batches=1)[0][0].shape == (2, 3)
+    assert "run" not in tf.compat.v1.Session.__dict__
+
+
+def test_checker_rejects_an_answer_that_materialises_the_stream():
+    def materialise(k, n_tokens, batch_size, num_steps):
+        length = n_tokens // batch_size
+        rows = np.arange(n_tokens)[: batch_size * length].reshape(batch_size, length)
+        i = k % ((length - 1) // num_steps)
+        return rows[:, i * num_steps:(i + 1) * num_steps]
+
+    with pytest.raises(CheckFailed, match="ran out of memory for n_tokens=1e\\+15.*directly"):
+        exercises.check_batch_positions(materialise)
+
+
+@pytest.mark.parametrize("n_tokens, batch_size, num_steps", [
+    (70, 4, 5), (101, 3, 7), (60, 4, 5), (23, 1, 4), (50, 6, 1), (1906, 8, 10), (997, 13, 6), (12, 2, 5)])
+def test_checker_arithmetic_for_huge_streams_equals_the_pipeline(n_tokens, batch_size, num_steps):
+    epoch = batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size
+    for k in range(3 * epoch + 1):
+        np.testing.assert_array_equal(exercises._expected_positions(k, n_tokens, batch_size, num_steps),
+                                      exercises._reference(k, n_tokens, batch_size, num_steps))
+
+
+def test_checker_reference_ignores_a_patched_ptb_batches(monkeypatch):
+    # an answer cell that replaces the helper cannot change the checker's reference
+    monkeypatch.setattr(batching, "ptb_batches", lambda *a, **k: tf.data.Dataset.from_tensors(
+        (tf.zeros([4, 5], tf.int32), tf.zeros([4, 5], tf.int32))).repeat())
+    with pytest.raises(CheckFailed):
+        exercises.check_batch_positions(lambda k, n, b, s: np.zeros((b, s), np.int64))
+
+
+# --------------------------------------------------------------------------- checker: reset_callback
+
+
+def counting_callback(reset_when):
+    """A callback that resets before global batch ``g`` (and Keras epoch batch ``b``) when ``reset_when(g, b)``."""
+
+    class Resetting(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seen = 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if reset_when(self.seen, batch):
+                batching.reset_stateful(self.model)
+            self.seen += 1
+
+    return Resetting()
+
+
+def reset_at_batch_end(epoch_size):
+    class AtEnd(keras.callbacks.Callback):
+        seen = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            AtEnd.seen += 1
+            if AtEnd.seen % epoch_size == 0:
+                batching.reset_stateful(self.model)
+
+    return AtEnd()
+
+
+def reset_each_keras_epoch(epoch_size):
+    class EachEpoch(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            batching.reset_stateful(self.model)
+
+    return EachEpoch()
+
+
+def hard_coded_layer(epoch_size):
+    class LayerOne(keras.callbacks.Callback):
+        seen = 0
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if LayerOne.seen % epoch_size == 0:
+                self.model.layers[1].reset_state()
+            LayerOne.seen += 1
+
+    return LayerOne()
+
+
+def test_reset_checker_accepts_the_notebooks_answer_and_a_reset_at_batch_end(capsys):
+    namespace = {"batching": batching}
+    exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", namespace))
+    exercises.check_reset_callback(reset_at_batch_end)
+    assert capsys.readouterr().out.count("Correct: your callback reset the state exactly") == 2
+
+
+def test_reset_checker_rejects_the_student_stub():
+    with pytest.raises(CheckFailed, match="not written yet"):
+        exercises.check_reset_callback(stub(NOTEBOOK, "reset_callback", {"batching": batching}))
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda e: keras.callbacks.Callback(), "not reset before batch 5: there every row jumps back"),
+    (reset_each_keras_epoch, "where a Keras epoch starts \\(batch 3\\)"),
+    (lambda e: counting_callback(lambda seen, batch: batch % e == 0), "where a Keras epoch starts.*`batch` argument"),
+    (lambda e: counting_callback(lambda seen, batch: True), "before every batch"),
+    (lambda e: counting_callback(lambda seen, batch: seen % e in (0, 1)), "before batch 1, where every row continues"),
+    (lambda e: counting_callback(lambda seen, batch: seen % 5 == 0), "epoch_size=4.*not reset before batch 4"),
+    (hard_coded_layer, "raised AttributeError"),
+    (lambda e: keras.callbacks.Callback, "returned a class"),
+    (lambda e: "reset", "must return a keras.callbacks.Callback"),
+])
+def test_reset_checker_hints_in_one_line(wrong, hint):
+    with pytest.raises(CheckFailed, match=hint) as info:
+        exercises.check_reset_callback(wrong)
+    assert "\n" not in str(info.value) and "% epoch_size" not in str(info.value)

@@ -35,6 +35,20 @@ def test_evaluations_per_dequeue_marks_each_dequeue_and_each_accepted_iterate():
 # --------------------------------------------------------------------------- 03 batch iteration
 
 
+def test_ptb_grid_draws_every_token_of_a_layout():
+    import pytest
+
+    from helpers.batching import ptb_layout
+
+    layout = ptb_layout(70, batch_size=4, num_steps=5)
+    fig = plots.ptb_grid(layout)
+    labels = {t.get_text() for t in fig.axes[0].texts}
+    assert {str(p) for p in range(68)} <= labels  # every token of the 4 x 17 grid, by position
+    assert any("68, 69" in text for text in labels)  # the two the reshape drops
+    with pytest.raises(ValueError, match="at most"):
+        plots.ptb_grid(ptb_layout(200, batch_size=2, num_steps=5))
+
+
 # --------------------------------------------------------------------------- 04 validation queues
 
 

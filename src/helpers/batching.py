@@ -1,34 +1,51 @@
 """Batch iteration for a language model: the PTB producer, the TF1 queue way and the tf.data way (notebook 03).
 
 The Penn Treebank tutorial cuts one long stream of token ids into ``batch_size`` parallel streams
-and reads them ``num_steps`` tokens at a time. Batch ``i`` holds window ``i`` of every stream; the
-targets are the same window shifted one token to the right. In TF1 a queue (``range_input_producer``)
-handed out the window index, so one tensor ``x`` gave a new batch at every ``session.run``. In TF2 a
-``tf.data.Dataset`` of window indices, mapped to slices, is iterated with a plain ``for`` loop.
+(rows) and reads them ``num_steps`` tokens at a time. Batch ``i`` holds window ``i`` of every row; the
+targets are the same window shifted one token to the right, so row ``s`` of batch ``i + 1`` continues
+row ``s`` of batch ``i`` (what a stateful RNN needs). In TF1 a queue (``range_input_producer``) handed
+out the window index, so one tensor ``x`` gave a new batch at every ``session.run``. In TF2 a
+``tf.data.Dataset`` of the windows is iterated with a plain ``for`` loop.
 
 * Corpus: :func:`load_corpus`, :func:`tokenize`, :func:`build_vocab`, :func:`to_ids`, :func:`corpus_ids`.
-* Layout: :func:`ptb_layout` (stream length, batches per epoch, tokens left unused).
+* Layout: :func:`ptb_layout` (stream length, batches per epoch, tokens left unused), :func:`as_token_ids`.
 * Pipeline: :func:`ptb_batches` (tf.data). The TF1 queue version is :class:`helpers.tf1.QueuePipeline`.
+* Stateful RNNs: :func:`reset_stateful` (Keras 3 models have no ``reset_states``), :func:`stream_loss`.
 * Cost: :func:`batch_checksum` and :class:`Checksum` (a stand-in for a training step).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 from importlib import resources
 from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 import tensorflow as tf
+import keras
 
 from helpers.arguments import require_int
+from helpers.plumbing import check_dataset, check_finite, check_model
+
+__all__ = [
+    "CORPUS", "EOS", "UNK",
+    "load_corpus", "tokenize", "build_vocab", "to_ids", "corpus_ids",
+    "Layout", "ptb_layout", "as_token_ids",
+    "ptb_batches",
+    "reset_stateful", "stream_loss",
+    "batch_checksum", "Checksum",
+]
 
 CORPUS = "fables.txt"
 EOS = "<eos>"
 UNK = "<unk>"
 _INT32_MAX = np.iinfo(np.int32).max
-_WORD = re.compile(r"[a-z0-9']+")
+# A word: letters of any script and digits (not "_"), with apostrophes ("fox's"); curly ones are
+# made straight first.
+_WORD = re.compile(r"(?:[^\W_]|')+")
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'"})
 
 
 # --------------------------------------------------------------------------- corpus
@@ -57,12 +74,17 @@ def tokenize(text: str) -> list[str]:
     """Lower-case words, numbers as ``N``, and an ``<eos>`` token at the end of every non-empty line.
 
     This is the Penn Treebank convention: the language model also learns where sentences end.
+    Words are letters of any script and digits, so accented and non-Latin words stay whole; the
+    text is NFC-normalised first, so "Café" typed with a combining accent is the same word.
 
     >>> tokenize("The fox ran.\\nIt ran 3 miles!")
     ['the', 'fox', 'ran', '<eos>', 'it', 'ran', 'N', 'miles', '<eos>']
+    >>> tokenize("Café, naïve Straße; Москва!")
+    ['café', 'naïve', 'straße', 'москва', '<eos>']
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
+    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES)
     tokens: list[str] = []
     for line in text.splitlines():
         words = ["N" if w.isdigit() else w for w in _WORD.findall(line.lower())]
@@ -125,6 +147,8 @@ def corpus_ids(name: str = CORPUS, max_vocab: int | None = None) -> tuple[np.nda
     >>> ids.dtype.name, int(ids[-1]) == vocab["<eos>"]
     ('int32', True)
     """
+    if max_vocab is not None and require_int("max_vocab", max_vocab) < 2:
+        raise ValueError(f"max_vocab must be >= 2 (one word and {UNK}), got {max_vocab}")
     tokens = tokenize(load_corpus(name))
     vocab = build_vocab(tokens, max_size=max_vocab)
     return to_ids(tokens, vocab), vocab
@@ -188,7 +212,12 @@ def ptb_layout(n_tokens: int, batch_size: int, num_steps: int) -> Layout:
 
 
 def as_token_ids(raw_ids: Any) -> np.ndarray:
-    """``raw_ids`` as a 1-D int32 NumPy array, or a clear error naming ``raw_ids``."""
+    """``raw_ids`` (a list, range, NumPy array or tensor of token ids) as a 1-D int32 NumPy array, or
+    a clear error naming ``raw_ids``.
+
+    >>> as_token_ids(range(3)).tolist(), as_token_ids(tf.constant([4, 5], tf.int64)).dtype.name
+    ([0, 1, 2], 'int32')
+    """
     if isinstance(raw_ids, (tf.Tensor, tf.Variable)):
         raw_ids = raw_ids.numpy()
     if isinstance(raw_ids, (str, bytes)):
@@ -208,24 +237,44 @@ def as_token_ids(raw_ids: Any) -> np.ndarray:
 # --------------------------------------------------------------------------- pipelines
 
 
-def _dataset_options() -> tf.data.Options:
-    """Fixed options, so a pipeline behaves (and times) the same on every run."""
+def _dataset_options(autotune: bool) -> tf.data.Options:
+    """Fixed options, so a pipeline behaves (and times) the same on every run.
+
+    One private thread runs the pipeline's work: it is a slice of a tensor in memory, and a loop
+    inside ``tf.function`` then hands each batch from stage to stage on one thread instead of
+    hopping between the threads of the shared pool. Autotuning is on only for ``prefetch=AUTOTUNE``.
+    """
     options = tf.data.Options()
     options.deterministic = True
-    options.autotune.enabled = False
+    options.autotune.enabled = autotune
     options.experimental_optimization.inject_prefetch = False
+    options.threading.private_threadpool_size = 1
     return options
+
+
+def _windows(ids: np.ndarray, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """Every ``x`` and ``y`` of an epoch at once, each ``[epoch_size, batch_size, num_steps]``: two reshapes."""
+    b, n, e = layout.batch_size, layout.num_steps, layout.epoch_size
+    rows = ids[: b * layout.batch_len].reshape(b, layout.batch_len)
+    x = rows[:, : e * n].reshape(b, e, n).transpose(1, 0, 2)
+    y = rows[:, 1: e * n + 1].reshape(b, e, n).transpose(1, 0, 2)
+    return np.ascontiguousarray(x), np.ascontiguousarray(y)
 
 
 def ptb_batches(raw_ids: Any, batch_size: int, num_steps: int, repeat: bool = False, *, prefetch: int = 1) -> tf.data.Dataset:
     """The PTB producer as a ``tf.data.Dataset`` of ``(x, y)`` int32 batches of shape ``[batch_size, num_steps]``.
 
-    ``raw_ids`` is one stream of token ids. It is cut into ``batch_size`` streams of ``batch_len``
-    tokens; batch ``i`` is window ``i`` of every stream, ``x = data[:, i*num_steps : (i+1)*num_steps]``,
+    ``raw_ids`` is one stream of token ids. It is cut into ``batch_size`` rows of ``batch_len``
+    tokens; batch ``i`` is window ``i`` of every row, ``x = rows[:, i*num_steps : (i+1)*num_steps]``,
     and ``y`` is the same window one token later. An epoch has ``epoch_size`` batches, in order (never
-    shuffled: each stream continues from one batch to the next, which a stateful RNN relies on).
-    ``repeat=True`` starts again at window 0 forever, as the TF1 queue did. ``prefetch`` batches are
-    prepared ahead (0 turns prefetching off); the other ``tf.data`` options are fixed.
+    shuffled: each row continues from one batch to the next, which a stateful RNN relies on).
+    ``repeat=True`` starts again at window 0 forever, as the TF1 queue did.
+
+    All windows are cut up front with two reshapes (about twice the stream's memory), and the
+    dataset hands out window ``i`` with ``from_tensor_slices``: no function runs per batch. ``prefetch``
+    batches are prepared ahead (0 turns prefetching off; ``tf.data.AUTOTUNE`` lets tf.data size the
+    buffer, and turns its autotuner on). The other options are fixed, and the pipeline runs on one
+    private thread: add a parallel ``map`` downstream and it runs on that one thread too.
 
     >>> x, y = next(iter(ptb_batches(range(20), batch_size=2, num_steps=3)))
     >>> x.numpy().tolist(), y.numpy().tolist()
@@ -235,21 +284,94 @@ def ptb_batches(raw_ids: Any, batch_size: int, num_steps: int, repeat: bool = Fa
     layout = ptb_layout(len(ids), batch_size, num_steps)
     if not isinstance(repeat, bool):
         raise TypeError(f"repeat must be a bool, got {type(repeat).__name__}")
-    prefetch = require_int("prefetch", prefetch, minimum=0)
-    b, n = layout.batch_size, layout.num_steps
-    data = tf.constant(ids[: b * layout.batch_len].reshape(b, layout.batch_len))
-
-    def window(i: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        start = tf.cast(i, tf.int32) * n
-        return tf.slice(data, [0, start], [b, n]), tf.slice(data, [0, start + 1], [b, n])
-
-    dataset = tf.data.Dataset.range(layout.epoch_size)
+    if prefetch != tf.data.AUTOTUNE:
+        prefetch = require_int("prefetch", prefetch, minimum=0)
+    dataset = tf.data.Dataset.from_tensor_slices(_windows(ids, layout))
     if repeat:
         dataset = dataset.repeat()
-    dataset = dataset.map(window)
     if prefetch:
         dataset = dataset.prefetch(prefetch)
-    return dataset.with_options(_dataset_options())
+    return dataset.with_options(_dataset_options(autotune=prefetch == tf.data.AUTOTUNE))
+
+
+# --------------------------------------------------------------------------- stateful RNNs
+
+
+def _stateful_layers(layer: Any) -> list[Any]:
+    """The outermost stateful RNN layers below ``layer`` (an RNN, or a ``Bidirectional`` wrapper of one)."""
+    found = []
+    for sub in layer._flatten_layers(include_self=False, recursive=False):
+        if getattr(sub, "stateful", False) and hasattr(sub, "reset_state"):
+            found.append(sub)
+        else:
+            found += _stateful_layers(sub)
+    return found
+
+
+def reset_stateful(model: keras.Model) -> int:
+    """Zero the states of every stateful RNN layer in ``model`` (nested models too); return how many.
+
+    A stateful RNN carries its state from one batch to the next, and Keras never resets it by itself
+    (not between epochs of ``fit``, not before ``evaluate``). Call this where the rows of the data do
+    not continue: before the first batch of every pass. A model without a stateful layer is a
+    ``ValueError``: resetting nothing is almost always a mistake.
+
+    >>> rnn = keras.Sequential([keras.Input(batch_shape=(2, 3, 1)), keras.layers.GRU(4, stateful=True)])
+    >>> _ = rnn(np.ones((2, 3, 1), "float32"))
+    >>> reset_stateful(rnn), float(np.abs(rnn.layers[0].states[0].numpy()).max())
+    (1, 0.0)
+    """
+    check_model(model)
+    layers = _stateful_layers(model)
+    if not layers:
+        raise ValueError(f"model {model.name!r} has no stateful RNN layer (stateful=True): nothing to reset")
+    for layer in layers:
+        layer.reset_state()
+    return len(layers)
+
+
+def stream_loss(model: keras.Model, dataset: tf.data.Dataset, *, reset_every_batch: bool = False) -> float:
+    """Mean loss of a compiled ``model`` over one pass of ``dataset``, batch after batch, for a stateful RNN.
+
+    The states are reset before the first batch and then carried from batch to batch (what
+    ``model.evaluate`` does after a reset), or, with ``reset_every_batch=True``, reset before every
+    batch (the model forgets what it read). Every batch must have the model's fixed batch size.
+    A model built under a ``MirroredStrategy`` with several replicas is refused: Keras splits a batch
+    between the replicas, while a stateful layer keeps one state for the whole batch.
+
+    >>> net = keras.Sequential([keras.Input(batch_shape=(2, 3)), keras.layers.Embedding(20, 4),
+    ...                         keras.layers.LSTM(4, return_sequences=True, stateful=True), keras.layers.Dense(20)])
+    >>> net.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    >>> round(stream_loss(net, ptb_batches(range(20), 2, 3)), 1)  # untrained: about log(20)
+    3.0
+    """
+    check_model(model)
+    check_dataset(dataset)
+    check_finite(dataset)
+    if not isinstance(reset_every_batch, bool):
+        raise TypeError(f"reset_every_batch must be a bool, got {type(reset_every_batch).__name__}")
+    if not getattr(model, "compiled", False):
+        raise ValueError(f"model {model.name!r} is not compiled: compile it with the loss to report")
+    replicas = getattr(getattr(model, "distribute_strategy", None), "num_replicas_in_sync", 1)
+    if replicas > 1:
+        raise ValueError(f"model {model.name!r} runs under a strategy with {replicas} replicas: Keras would split "
+                         "each batch between them, but a stateful layer keeps one state for the whole batch. "
+                         "Build and evaluate a stateful model outside the strategy (or with one replica)")
+    layers = _stateful_layers(model)
+    sizes = {int(v.shape[0]) for layer in layers for v in tf.nest.flatten(getattr(layer, "states", None) or [])}
+    batch = tf.nest.flatten(dataset.element_spec)[0].shape
+    if sizes and (batch.rank is None or batch[0] is None or {int(batch[0])} != sizes):
+        raise ValueError(f"dataset yields batches of shape {batch}, but the stateful layers of {model.name!r} "
+                         f"hold a state for batches of exactly {sorted(sizes)} rows: every batch must have that size")
+    reset_stateful(model)
+    losses = []
+    for x, y in dataset:
+        if reset_every_batch:
+            reset_stateful(model)
+        losses.append(float(model.test_on_batch(x, y, return_dict=True)["loss"]))
+    if not losses:
+        raise ValueError("dataset is empty: it holds no batch")
+    return float(np.mean(losses))
 
 
 # --------------------------------------------------------------------------- cost
@@ -296,11 +418,20 @@ class Checksum:
 
     @property
     def value(self) -> int:
+        """The running total, as a Python int."""
         return int(self.total.numpy())
+
+    @staticmethod
+    def _check(dataset: Any, num_batches: Any) -> int:
+        check_dataset(dataset)
+        spec = dataset.element_spec
+        if not (isinstance(spec, tuple) and len(spec) == 2 and all(_BATCH.is_compatible_with(s) for s in spec)):
+            raise TypeError(f"dataset must yield (x, y) pairs of int32 matrices, as ptb_batches does; got {spec}")
+        return require_int("num_batches", num_batches, minimum=1)
 
     def run_python_loop(self, dataset: tf.data.Dataset, num_batches: int) -> int:
         """Reset, then call the compiled ``step`` on ``num_batches`` batches from a Python ``for`` loop."""
-        num_batches = require_int("num_batches", num_batches, minimum=1)
+        num_batches = self._check(dataset, num_batches)
         self.total.assign(0)
         for x, y in dataset.take(num_batches):
             self.step(x, y)
@@ -308,7 +439,7 @@ class Checksum:
 
     def run_in_graph(self, dataset: tf.data.Dataset, num_batches: int) -> int:
         """Reset, then run the loop over ``num_batches`` batches inside one ``tf.function`` call."""
-        num_batches = require_int("num_batches", num_batches, minimum=1)
+        num_batches = self._check(dataset, num_batches)
         self.total.assign(0)
         self.loop(dataset.take(num_batches))
         return self.value

@@ -33,6 +33,7 @@ __all__ = ["session", "QueuePipeline", "ptb_batches", "ValidationPasses", "DEFAU
 
 v1 = tf.compat.v1
 DEFAULT_TIMEOUT_MS = 10_000
+_RUNNER_TIMEOUT_MS = 86_400_000  # a day: queue runners of a QueuePipeline block while its queue is full
 
 
 @contextlib.contextmanager
@@ -88,6 +89,11 @@ class QueuePipeline:
     are stopped and joined and the session is closed (see :func:`session`). ``step`` is a stand-in
     training step that adds :func:`helpers.batching.batch_checksum` of the batch to a variable.
 
+    The queue runner's enqueue waits while the queue is full, for as long as the pipeline sits
+    idle, so the session's operation time-out is a day (a shorter one would end the runner thread
+    after that much idle time, and later reads would fail). :meth:`next_batch` gives up after
+    ``timeout_ms`` instead.
+
     >>> with QueuePipeline(range(20), batch_size=2, num_steps=3) as pipe:
     ...     first, second = pipe.next_batch(), pipe.next_batch()
     >>> second[0].tolist()
@@ -97,6 +103,7 @@ class QueuePipeline:
     def __init__(self, raw_ids: Any, batch_size: int, num_steps: int, *, timeout_ms: int = DEFAULT_TIMEOUT_MS):
         ids = as_token_ids(raw_ids)
         self.layout = ptb_layout(len(ids), batch_size, num_steps)
+        timeout_ms = require_int("timeout_ms", timeout_ms, minimum=1)
         b, n, length = self.layout.batch_size, self.layout.num_steps, self.layout.batch_len
         self.graph = tf.Graph()
         with self.graph.as_default():
@@ -109,7 +116,8 @@ class QueuePipeline:
             self.y.set_shape([b, n])
             self.total = v1.Variable(0, dtype=tf.int64, trainable=False, name="total")
             self.step = self.total.assign_add(batch_checksum(self.x, self.y))
-        self._context = session(self.graph, queue_runners=True, timeout_ms=timeout_ms)
+        self._read_options = v1.RunOptions(timeout_in_ms=timeout_ms)
+        self._context = session(self.graph, queue_runners=True, timeout_ms=_RUNNER_TIMEOUT_MS)
         self.session = self._context.__enter__()
         self.closed = False
 
@@ -118,14 +126,25 @@ class QueuePipeline:
         """The queue runners' threads (alive until :meth:`close`)."""
         return self.session.queue_threads
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this QueuePipeline is closed (its session and threads are gone): make a new one")
+
     def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
         """Run ``x`` and ``y`` once: one dequeue, one ``(x, y)`` pair of NumPy arrays."""
-        x, y = self.session.run([self.x, self.y])
+        self._check_open()
+        x, y = self.session.run([self.x, self.y], options=self._read_options)
         return x, y
 
     def run_steps(self, num_steps: int) -> int:
-        """Run the stand-in training step ``num_steps`` times (one ``session.run`` each); return the total."""
-        for _ in range(require_int("num_steps", num_steps, minimum=0)):
+        """Run the stand-in training step ``num_steps`` times (one ``session.run`` each); return the total.
+
+        Each ``session.run`` is the plain call a TF1 training loop makes (no per-call options), so
+        it can serve as the baseline of a benchmark.
+        """
+        num_steps = require_int("num_steps", num_steps, minimum=0)
+        self._check_open()
+        for _ in range(num_steps):
             self.session.run(self.step.op)
         return int(self.session.run(self.total))
 

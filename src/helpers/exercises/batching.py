@@ -2,21 +2,43 @@
 
 ``check_batch_positions(fn)``: ``fn(k, n_tokens, batch_size, num_steps)`` must return the positions
 in ``raw_ids`` of the inputs ``x`` of batch ``k`` (counted from 0 across epochs, as with
-``repeat=True``), an integer array of shape ``[batch_size, num_steps]``.
+``repeat=True``), an integer array of shape ``[batch_size, num_steps]``, computed with arithmetic:
+while ``fn`` runs, the pipelines are hidden (``ptb_batches``, iterating any ``tf.data.Dataset``, the
+TF1 producer and sessions), and one layout has 10**15 tokens, more than any pipeline can hold.
+
+``check_reset_callback(fn)``: ``fn(epoch_size)`` must return a Keras callback that resets a model's
+stateful RNN layers exactly before the batches where the rows jump back to their start (every
+``epoch_size`` batches of a repeated ``ptb_batches`` stream), whatever ``steps_per_epoch`` ``fit`` uses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable
+import importlib.util
+import sys
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
+__all__ = ["check_batch_positions", "check_reset_callback"]
+
 # (n_tokens, batch_size, num_steps): uneven lengths, one stream, one step, a stream length that is
 # a multiple of num_steps (where "one window too many" shows), and the notebook's corpus layout.
 _CASES = [(70, 4, 5), (101, 3, 7), (60, 4, 5), (23, 1, 4), (50, 6, 1), (1906, 8, 10)]
+# Far too many tokens for any pipeline (or any array of positions) to exist: 10**15 int64 is 7 PiB.
+_HUGE = (10**15, 1000, 35)
+
+
+@functools.lru_cache(maxsize=None)
+def _genuine_batching() -> Any:
+    """A fresh copy of helpers.batching, loaded from its file: an answer cell cannot have patched it."""
+    spec = importlib.util.find_spec("helpers.batching")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _reference(k: int, n_tokens: int, batch_size: int, num_steps: int) -> np.ndarray:
@@ -26,16 +48,82 @@ def _reference(k: int, n_tokens: int, batch_size: int, num_steps: int) -> np.nda
 
 @functools.lru_cache(maxsize=None)
 def _reference_batches(n_tokens: int, batch_size: int, num_steps: int, count: int) -> np.ndarray:
-    from helpers.batching import ptb_batches
-
-    dataset = ptb_batches(np.arange(n_tokens), batch_size, num_steps, repeat=True, prefetch=0)
+    dataset = _genuine_batching().ptb_batches(np.arange(n_tokens), batch_size, num_steps, repeat=True, prefetch=0)
     return np.stack([x.numpy() for x, _ in dataset.take(count)])
 
 
-def _epoch_size(n_tokens: int, batch_size: int, num_steps: int) -> int:
-    from helpers.batching import ptb_layout
+def _expected_positions(k: int, n_tokens: int, batch_size: int, num_steps: int) -> np.ndarray:
+    """The positions by the layout's arithmetic, for layouts no pipeline can hold (unit-tested to
+    equal :func:`_reference` on every small layout)."""
+    layout = _genuine_batching().ptb_layout(n_tokens, batch_size, num_steps)
+    first = (k % layout.epoch_size) * num_steps
+    return np.arange(batch_size, dtype=np.int64)[:, None] * layout.batch_len + first + np.arange(num_steps)
 
-    return ptb_layout(n_tokens, batch_size, num_steps).epoch_size
+
+def _epoch_size(n_tokens: int, batch_size: int, num_steps: int) -> int:
+    return _genuine_batching().ptb_layout(n_tokens, batch_size, num_steps).epoch_size
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def _pipelines_hidden(name: str, used: list[str]) -> Iterator[None]:
+    """While the learner's code runs, every way to run the producer fails with a hint (and is noted in
+    ``used``, in case the learner's code catches the error)."""
+    import tensorflow as tf
+
+    targets = [(tf.data.Dataset, attr, f"iterating a tf.data.Dataset ({attr})")
+               for attr in ("__iter__", "reduce", "get_single_element", "as_numpy_iterator")]
+    targets += [(tf.compat.v1.Session, "run", "a TF1 session.run"),
+                (tf.compat.v1.train, "range_input_producer", "the TF1 range_input_producer")]
+    for module_name, attr in (("helpers.batching", "ptb_batches"), ("helpers.tf1", "ptb_batches"),
+                              ("helpers.tf1", "QueuePipeline")):
+        module = sys.modules.get(module_name)
+        if module is not None:
+            targets.append((module, attr, f"{module_name.removeprefix('helpers.')}.{attr}"))
+
+    def blocker(label: str) -> Callable[..., Any]:
+        def blocked(*args: Any, **kwargs: Any) -> Any:
+            used.append(label)
+            raise CheckFailed(_ran_pipeline(name, label))
+        return blocked
+
+    saved = []
+    for owner, attr, label in targets:
+        saved.append((owner, attr, owner.__dict__.get(attr, _MISSING) if isinstance(owner, type) else getattr(owner, attr)))
+        setattr(owner, attr, blocker(label))
+    try:
+        yield
+    finally:
+        for owner, attr, original in reversed(saved):
+            if original is _MISSING:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, original)
+
+
+def _ran_pipeline(name: str, label: str) -> str:
+    return (f"`{name}` ran the pipeline ({label}): the exercise is to predict the positions without it. "
+            "Compute them with arithmetic from k, n_tokens, batch_size and num_steps")
+
+
+def _call_positions(fn: Callable[..., Any], k: int, n_tokens: int, batch_size: int, num_steps: int) -> np.ndarray:
+    used: list[str] = []
+
+    def run() -> Any:
+        try:
+            return fn(k, n_tokens, batch_size, num_steps)
+        except MemoryError:
+            raise CheckFailed(
+                f"`batch_positions` ran out of memory for n_tokens={n_tokens:.0e}: it builds something as long "
+                "as the whole stream. Compute the positions of batch k directly; they need only k, the layout "
+                "and num_steps") from None
+
+    with _pipelines_hidden("batch_positions", used):
+        result = call_learner(run, name="batch_positions")
+    expect(not used, _ran_pipeline("batch_positions", used[0]) if used else "")
+    return _as_positions(result, (batch_size, num_steps))
 
 
 def _as_positions(result: Any, expected_shape: tuple[int, int]) -> np.ndarray:
@@ -57,7 +145,8 @@ def _as_positions(result: Any, expected_shape: tuple[int, int]) -> np.ndarray:
 
 
 def check_batch_positions(fn: Callable[[int, int, int, int], Any]) -> None:
-    """Compare ``fn`` with the producer on its own cases; first inside one epoch, then after wrap-arounds."""
+    """Compare ``fn`` with the producer on its own cases: inside one epoch, after wrap-arounds, then
+    on a stream far too long for any pipeline; the pipelines are hidden while ``fn`` runs."""
     first_epoch, after_wrap = [], []
     for n_tokens, batch_size, num_steps in _CASES:
         epoch = _epoch_size(n_tokens, batch_size, num_steps)
@@ -65,9 +154,7 @@ def check_batch_positions(fn: Callable[[int, int, int, int], Any]) -> None:
         after_wrap += [(k, n_tokens, batch_size, num_steps) for k in (epoch, 2 * epoch + 1)]
 
     for k, n_tokens, batch_size, num_steps in first_epoch:
-        got = _as_positions(
-            call_learner(fn, k, n_tokens, batch_size, num_steps, name="batch_positions"), (batch_size, num_steps)
-        )
+        got = _call_positions(fn, k, n_tokens, batch_size, num_steps)
         expected = _reference(k, n_tokens, batch_size, num_steps)
         if np.array_equal(got, expected):
             continue
@@ -89,9 +176,7 @@ def check_batch_positions(fn: Callable[[int, int, int, int], Any]) -> None:
 
     wrong = []  # (case, the learner's first position) for every wrong batch after a wrap-around
     for k, n_tokens, batch_size, num_steps in after_wrap:
-        got = _as_positions(
-            call_learner(fn, k, n_tokens, batch_size, num_steps, name="batch_positions"), (batch_size, num_steps)
-        )
+        got = _call_positions(fn, k, n_tokens, batch_size, num_steps)
         if not np.array_equal(got, _reference(k, n_tokens, batch_size, num_steps)):
             wrong.append(((k, n_tokens, batch_size, num_steps), int(got[0, 0])))
     if wrong:
@@ -108,7 +193,109 @@ def check_batch_positions(fn: Callable[[int, int, int, int], Any]) -> None:
             "one more token for its target y"
         )
 
+    n_tokens, batch_size, num_steps = _HUGE
+    huge = [(k, *_HUGE) for k in (12_345, 3 * _epoch_size(*_HUGE) + 7)]
+    for case in huge:
+        got = _call_positions(fn, *case)
+        expect(np.array_equal(got, _expected_positions(*case)),
+               f"(k={case[0]}, n_tokens=10**15, batch_size={batch_size}, num_steps={num_steps}) wrong positions "
+               "on a very long stream: are your intermediate numbers exact integers (no float, no int32 overflow)?")
+
     passed(
         f"batch_positions matches the producer on {len(first_epoch) + len(after_wrap)} batches of "
-        f"{len(_CASES)} layouts, {len(after_wrap)} of them after an epoch wrap-around."
+        f"{len(_CASES)} layouts, {len(after_wrap)} of them after an epoch wrap-around, and predicts "
+        f"{len(huge)} batches of a 10**15-token stream without running any pipeline."
     )
+
+
+# --------------------------------------------------------------------------- exercise 2: where to reset
+
+
+# (epoch_size, steps_per_epoch, epochs): Keras epochs shorter, then longer, than a pass through the data.
+_FITS = [(5, 3, 5), (4, 6, 2)]
+_STREAM = (2, 3)  # batch_size, num_steps of the checker's data
+
+
+def _checker_model(batch_size: int, num_steps: int) -> Any:
+    """A small stateful language model whose LSTM is not where the notebook's is (third layer, not second)."""
+    import keras
+
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([
+        keras.Input(batch_shape=(batch_size, num_steps), dtype="int32"),
+        keras.layers.Embedding(30, 4),
+        keras.layers.Dense(4, activation="tanh"),
+        keras.layers.LSTM(5, return_sequences=True, stateful=True),
+        keras.layers.Dense(30),
+    ])
+    model.compile(keras.optimizers.SGD(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _zero_state_batches(model: Any, callback: Any, epoch_size: int, steps_per_epoch: int, epochs: int) -> list[int]:
+    """Train with ``callback`` then a spy; the global batches at whose start the LSTM's state is zero."""
+    import keras
+
+    batching = _genuine_batching()
+    batch_size, num_steps = _STREAM
+    n_tokens = batch_size * (epoch_size * num_steps + 1)
+    ids = np.random.default_rng(epoch_size).integers(0, 30, size=n_tokens)
+    stream = batching.ptb_batches(ids, batch_size, num_steps, repeat=True)
+    lstm = model.layers[2]
+    zero: list[int] = []
+
+    class Spy(keras.callbacks.Callback):
+        seen = 0
+
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            if all(float(np.abs(s.numpy()).max()) == 0.0 for s in lstm.states):
+                zero.append(Spy.seen)
+            Spy.seen += 1
+
+    lstm.reset_state()
+    model.fit(stream, steps_per_epoch=steps_per_epoch, epochs=epochs, shuffle=False, verbose=0,
+              callbacks=[callback, Spy()])
+    return zero
+
+
+def check_reset_callback(fn: Callable[[int], Any]) -> None:
+    """Train a stateful model with ``fn(epoch_size)`` and Keras epochs that do not match the data's passes;
+    the LSTM's state must be zero at the start of exactly the batches where the data wraps around."""
+    import keras
+
+    model = None
+    for epoch_size, steps_per_epoch, epochs in _FITS:
+        callback = call_learner(fn, epoch_size, name="reset_callback")
+        if isinstance(callback, type):
+            raise CheckFailed("`reset_callback` returned a class: return an instance of it (add the parentheses)")
+        expect(isinstance(callback, keras.callbacks.Callback),
+               f"`reset_callback` must return a keras.callbacks.Callback, got {type(callback).__name__}")
+        if model is None:
+            model = _checker_model(*_STREAM)
+        zero = call_learner(_zero_state_batches, model, callback, epoch_size, steps_per_epoch, epochs,
+                            name="your callback")
+        total = steps_per_epoch * epochs
+        wraps = list(range(0, total, epoch_size))
+        missing = [k for k in wraps if k not in zero]
+        extra = [k for k in zero if k not in wraps]
+        setting = f"(epoch_size={epoch_size}, fit(steps_per_epoch={steps_per_epoch}, epochs={epochs}))"
+        keras_starts = set(range(steps_per_epoch, total, steps_per_epoch))
+        keras_epochs = sorted(keras_starts & set(extra)) if keras_starts <= set(zero) else []
+        if extra and len(extra) == total - len(wraps):
+            raise CheckFailed(f"{setting} your callback resets the state before every batch: the rows continue "
+                              "from one batch to the next, so the model forgets the passage it is reading")
+        if keras_epochs:
+            raise CheckFailed(
+                f"{setting} your callback resets the state where a Keras epoch starts (batch {keras_epochs[0]}), "
+                "but with steps_per_epoch a Keras epoch is not a pass through the data, and there the rows "
+                "continue. (The `batch` argument also starts again at 0 in every Keras epoch: count the batches "
+                "yourself.)")
+        if missing:
+            raise CheckFailed(
+                f"{setting} the state was not reset before batch {missing[0]}: there every row jumps back to the "
+                "start of its stream, so the state carried over belongs to another passage")
+        if extra:
+            raise CheckFailed(f"{setting} your callback resets the state before batch {extra[0]}, where every row "
+                              "continues the previous batch")
+    passed(f"your callback reset the state exactly where the data wraps around, in {len(_FITS)} fits whose "
+           "Keras epochs were shorter and longer than a pass through the data.")
