@@ -33,7 +33,30 @@ __all__ = ["session", "QueuePipeline", "ptb_batches", "ValidationPasses", "DEFAU
 
 v1 = tf.compat.v1
 DEFAULT_TIMEOUT_MS = 10_000
-_RUNNER_TIMEOUT_MS = 86_400_000  # a day: queue runners of a QueuePipeline block while its queue is full
+
+
+class _BoundedSession(v1.Session):
+    """A session whose every ``run`` fails after ``timeout_ms`` instead of blocking forever.
+
+    The bound is a per-call ``RunOptions.timeout_in_ms``, not the session-wide
+    ``operation_timeout_in_ms``: that one would also end the queue runners' enqueues, which block for
+    as long as nobody reads a full queue (they use ``make_callable``, not ``run``, and stay unbounded).
+    """
+
+    def __init__(self, *args: Any, timeout_ms: int, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.timeout_ms = timeout_ms
+        self._bounded = v1.RunOptions(timeout_in_ms=timeout_ms)
+
+    def run(self, fetches: Any, feed_dict: Any = None, options: Any = None, run_metadata: Any = None) -> Any:
+        if options is None:
+            options = self._bounded
+        elif not options.timeout_in_ms:
+            bounded = v1.RunOptions()
+            bounded.CopyFrom(options)
+            bounded.timeout_in_ms = self.timeout_ms
+            options = bounded
+        return super().run(fetches, feed_dict=feed_dict, options=options, run_metadata=run_metadata)
 
 
 @contextlib.contextmanager
@@ -42,9 +65,12 @@ def session(graph: tf.Graph, *, queue_runners: bool = False, initialize: bool = 
     """A ``tf.compat.v1.Session`` on ``graph``, ready to run; everything stopped and closed on exit.
 
     Global and local variables are initialised (``initialize=False`` to restore them instead),
-    then ``prepare(sess)`` runs if given (restore a checkpoint there), then queue runners are started under a ``Coordinator`` when ``queue_runners`` is true, and every op
-    fails after ``timeout_ms`` milliseconds instead of blocking forever (a dequeue from a queue that
-    nobody fills). On exit, also after an error: stop the coordinator, join its threads, close.
+    then ``prepare(sess)`` runs if given (restore a checkpoint there), then queue runners are started
+    under a ``Coordinator`` when ``queue_runners`` is true. Every ``sess.run`` fails with
+    ``DeadlineExceededError`` after ``timeout_ms`` milliseconds instead of blocking forever (a dequeue
+    from a queue that nobody fills); the queue runners themselves are not bounded, so a pipeline may
+    sit idle for as long as it likes. On exit, also after an error: stop the coordinator, join its
+    threads, close.
     The session's ``queue_threads`` attribute lists the queue runners' threads.
 
     >>> graph = tf.Graph()
@@ -57,8 +83,7 @@ def session(graph: tf.Graph, *, queue_runners: bool = False, initialize: bool = 
     if not isinstance(graph, tf.Graph):
         raise TypeError(f"graph must be a tf.Graph, got {type(graph).__name__}")
     require_int("timeout_ms", timeout_ms, minimum=1)
-    config = v1.ConfigProto(operation_timeout_in_ms=timeout_ms)
-    sess = v1.Session(graph=graph, config=config)
+    sess = _BoundedSession(graph=graph, timeout_ms=timeout_ms)
     coord, threads = None, []
     try:
         with graph.as_default():
@@ -89,10 +114,8 @@ class QueuePipeline:
     are stopped and joined and the session is closed (see :func:`session`). ``step`` is a stand-in
     training step that adds :func:`helpers.batching.batch_checksum` of the batch to a variable.
 
-    The queue runner's enqueue waits while the queue is full, for as long as the pipeline sits
-    idle, so the session's operation time-out is a day (a shorter one would end the runner thread
-    after that much idle time, and later reads would fail). :meth:`next_batch` gives up after
-    ``timeout_ms`` instead.
+    Every read gives up after ``timeout_ms``; the queue runner waits, unbounded, while the queue is
+    full, so the pipeline may sit idle for as long as it likes.
 
     >>> with QueuePipeline(range(20), batch_size=2, num_steps=3) as pipe:
     ...     first, second = pipe.next_batch(), pipe.next_batch()
@@ -116,8 +139,7 @@ class QueuePipeline:
             self.y.set_shape([b, n])
             self.total = v1.Variable(0, dtype=tf.int64, trainable=False, name="total")
             self.step = self.total.assign_add(batch_checksum(self.x, self.y))
-        self._read_options = v1.RunOptions(timeout_in_ms=timeout_ms)
-        self._context = session(self.graph, queue_runners=True, timeout_ms=_RUNNER_TIMEOUT_MS)
+        self._context = session(self.graph, queue_runners=True, timeout_ms=timeout_ms)
         self.session = self._context.__enter__()
         self.closed = False
 
@@ -133,7 +155,7 @@ class QueuePipeline:
     def next_batch(self) -> tuple[np.ndarray, np.ndarray]:
         """Run ``x`` and ``y`` once: one dequeue, one ``(x, y)`` pair of NumPy arrays."""
         self._check_open()
-        x, y = self.session.run([self.x, self.y], options=self._read_options)
+        x, y = self.session.run([self.x, self.y])
         return x, y
 
     def run_steps(self, num_steps: int) -> int:
