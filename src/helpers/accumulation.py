@@ -5,8 +5,8 @@ the other, add them up weighted by micro-batch size, and apply the optimizer onc
 is a mean over examples, the result is the gradient of the large batch, while memory only ever
 holds one micro-batch's activations.
 
-* :class:`GradientAccumulator`: one float32 variable per trainable variable; ``add``, ``result``
-  (the size-weighted mean), ``reset``, ``count``. Works under ``tf.distribute.MirroredStrategy``.
+* :class:`GradientAccumulator` (from :mod:`helpers.gradient_accumulator`): one float32 variable per
+  trainable variable; ``add``, ``result`` (the size-weighted mean), ``reset``, ``count``.
 * :func:`accumulated_gradients`: the large-batch gradient, computed one micro-batch at a time.
 * :func:`train_accumulated`: one optimizer update per ``accumulation_steps`` micro-batches.
 * :func:`micro_batches`: split one batch into micro-batches of given sizes.
@@ -29,6 +29,7 @@ import tensorflow as tf
 import keras
 
 from helpers import plumbing
+from helpers.gradient_accumulator import GradientAccumulator
 from helpers.arguments import require_int
 from helpers.progress import Progress
 
@@ -36,147 +37,6 @@ LossFn = Callable[..., Any]
 _MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
 __all__ = ["GradientAccumulator", "accumulated_gradients", "train_accumulated", "micro_batches"]
-
-
-class GradientAccumulator:
-    """Size-weighted running mean of gradients, kept in non-trainable float32 variables.
-
-    ``add(gradients, weight)`` adds ``weight * gradient`` per variable and ``weight`` to a total;
-    ``result()`` divides the two: the weighted mean of everything added since ``reset()``. With
-    each micro-batch's number of examples as its weight, ``result()`` is the gradient of the mean
-    loss over all the examples, as if they had been one batch. A weight of 0 adds nothing (an
-    empty micro-batch or replica shard, whose gradient may be NaN).
-
-    A ``None`` gradient counts as zero. A variable that never received a gradient (the loss does
-    not use it) gets ``None`` from ``result()``, so ``apply_gradients`` leaves it alone as Keras
-    does for one batch: no momentum, no weight decay.
-
-    Mixed precision: add the gradients of ``optimizer.scale_loss(loss)`` (a
-    ``LossScaleOptimizer``) and pass ``result()`` to ``optimizer.apply_gradients``, which unscales
-    once, skips a non-finite window and lowers the scale. Sums are float32 whatever the variable.
-
-    Under ``tf.distribute.MirroredStrategy``: create it in ``strategy.scope()`` and call ``add``
-    inside ``strategy.run``; each replica keeps its share, and ``result()`` is the weighted mean
-    over every replica in either context.
-
-    >>> v = tf.Variable([1.0, 2.0])
-    >>> acc = GradientAccumulator([v])
-    >>> acc.add([tf.constant([1.0, 1.0])], weight=3)
-    >>> acc.add([tf.constant([5.0, 9.0])], weight=1)
-    >>> [round(float(g), 2) for g in acc.result()[0]], int(acc.count)
-    ([2.0, 3.0], 2)
-    >>> acc.reset(); int(acc.count)
-    0
-    """
-
-    def __init__(self, variables: Sequence[Any]):
-        if isinstance(variables, (tf.Variable, keras.Variable)) or not isinstance(variables, Sequence):
-            raise TypeError(f"variables must be a list of variables, got {type(variables).__name__}")
-        variables = list(variables)
-        if not variables:
-            raise ValueError("variables is empty: pass the model's trainable variables")
-        for i, v in enumerate(variables):
-            if not isinstance(v, (tf.Variable, keras.Variable)):
-                raise TypeError(f"variables[{i}] is a {type(v).__name__}, not a variable")
-        self.variables = variables
-        on_read = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ)
-        summed = dict(aggregation=tf.VariableAggregation.SUM, **on_read)
-        self._sums = [tf.Variable(tf.zeros(v.shape, _sum_dtype(v)), name=f"accumulated_{i}", **summed)
-                      for i, v in enumerate(variables)]
-        self._total = tf.Variable(0.0, name="accumulated_weight", **summed)
-        # Every replica adds once per micro-step, so the first replica's count is the global count.
-        self._count = tf.Variable(0, dtype=tf.int64, name="accumulated_count",
-                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, **on_read)
-        self._received = [False] * len(variables)  # structural: did any add bring a tensor here?
-        specs = [tf.TensorSpec(v.shape, _sum_dtype(v)) for v in variables]
-        self._add_fn = tf.function(self._add, input_signature=[specs, tf.TensorSpec([], tf.float32)])
-        self._reset_fn = tf.function(self._reset, input_signature=[])
-
-    @property
-    def count(self) -> tf.Tensor:
-        """How many gradients were added since the last reset (an int64 scalar)."""
-        return self._count.read_value()
-
-    @property
-    def total_weight(self) -> tf.Tensor:
-        """Sum of the weights added since the last reset (over all replicas)."""
-        return _replica_sum(self._total)
-
-    def add(self, gradients: Sequence[tf.Tensor | None], weight: Any = 1.0) -> None:
-        """Add ``weight * gradients`` (one gradient per variable, in order; ``None`` counts as zero).
-
-        ``weight`` >= 0: normally the micro-batch's number of examples (0 adds nothing).
-        """
-        if isinstance(gradients, (tf.Tensor, tf.Variable)) or not isinstance(gradients, Sequence):
-            raise TypeError(f"gradients must be a list with one gradient per variable, got {type(gradients).__name__}")
-        if len(gradients) != len(self.variables):
-            raise ValueError(f"gradients has {len(gradients)} entries but the accumulator holds "
-                             f"{len(self.variables)} variables: pass one gradient per variable, in order")
-        if isinstance(weight, bool) or not (tf.is_tensor(weight) or isinstance(weight, (int, float))):
-            raise TypeError(f"weight must be a number (the micro-batch size), got {type(weight).__name__}")
-        if not tf.is_tensor(weight) or tf.executing_eagerly():
-            if not float(weight) >= 0:
-                raise ValueError(f"weight must be >= 0 (the micro-batch's number of examples), got {float(weight):g}")
-        filled = []
-        for i, (g, v) in enumerate(zip(gradients, self.variables)):
-            if g is None:
-                filled.append(tf.zeros(v.shape, _sum_dtype(v)))
-                continue
-            g = tf.convert_to_tensor(g)
-            if not g.shape.is_compatible_with(v.shape):
-                raise ValueError(f"gradients[{i}] has shape {g.shape} but variable {_name(v)} has shape "
-                                 f"{v.shape}: the gradients do not match the variables")
-            self._received[i] = True
-            filled.append(tf.cast(g, _sum_dtype(v)))
-        self._add_fn(filled, tf.cast(weight, tf.float32))
-
-    def result(self) -> list[tf.Tensor | None]:
-        """The weighted mean of the gradients added since the last reset (zeros if none were);
-        ``None`` for a variable that never received a gradient."""
-        total = _replica_sum(self._total)
-        safe = tf.where(total > 0, total, tf.ones_like(total))
-        return [tf.cast(_replica_sum(s) / safe, v.dtype) if seen else None
-                for s, v, seen in zip(self._sums, self.variables, self._received)]
-
-    def reset(self) -> None:
-        """Set the sums, the total weight and the count back to zero."""
-        self._reset_fn()
-
-    def tracing_count(self) -> int:
-        """How many times ``add`` was traced (1 after any number of calls, one per replica)."""
-        return self._add_fn.experimental_get_tracing_count()
-
-    def _add(self, gradients, weight):
-        tf.debugging.assert_non_negative(weight, message="weight must be >= 0 (the micro-batch's examples)")
-        for s, g in zip(self._sums, gradients):
-            s.assign_add(tf.math.multiply_no_nan(g, weight))  # weight 0 adds 0, even to a NaN
-        self._total.assign_add(weight)
-        self._count.assign_add(1)
-
-    def _reset(self):
-        for s in self._sums:
-            s.assign(tf.zeros_like(s))
-        self._total.assign(0.0)
-        self._count.assign(0)
-
-
-def _sum_dtype(variable) -> tf.DType:
-    dtype = tf.as_dtype(variable.dtype)
-    return tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
-
-
-def _name(variable) -> str:
-    return getattr(variable, "path", None) or getattr(variable, "name", "?")
-
-
-def _replica_sum(variable: tf.Variable) -> tf.Tensor:
-    """An ON_READ SUM variable summed over replicas, in replica or in cross-replica context."""
-    if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context():
-        return variable.read_value()
-    context = tf.distribute.get_replica_context()
-    if context is not None and context.num_replicas_in_sync > 1:
-        return context.all_reduce(tf.distribute.ReduceOp.SUM, variable.read_value())
-    return variable.read_value()
 
 
 def micro_batches(batch: tuple, sizes: Sequence[int]) -> list[tuple]:
@@ -280,10 +140,10 @@ class _Loop:
                 loss, weight, grads = forward_backward()
                 missing[:] = [i for i, g in enumerate(grads) if g is None]
                 return [tf.cast(loss, tf.float32), weight] + [
-                    tf.zeros(v.shape, _sum_dtype(v)) if g is None else g for g, v in zip(grads, self.variables)]
+                    tf.zeros(v.shape, v.dtype) if g is None else tf.cast(g, v.dtype) for g, v in zip(grads, self.variables)]
 
             def skip():
-                return [tf.zeros([]), tf.zeros([])] + [tf.zeros(v.shape, _sum_dtype(v)) for v in self.variables]
+                return [tf.zeros([]), tf.zeros([])] + [tf.zeros(v.shape, v.dtype) for v in self.variables]
 
             out = tf.cond(n > 0, run, skip)
             loss, weight = out[0], out[1]
