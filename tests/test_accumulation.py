@@ -388,6 +388,9 @@ def test_empty_inputs_are_named():
     with pytest.raises(ValueError, match="dataset element 1 has zero examples"):
         acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, parts, 2, verbose=False)
     assert _max_diff(model.get_weights(), before) == 0.0  # the first window was never applied
+    assert int(acc._LOOPS[model][0].accumulator.count) == 0  # what the failed call added is gone
+    grads = acc.accumulated_gradients(model, MSE, [parts[2]])
+    assert _max_diff(grads, _full_gradient(model, x[4:], y[4:])) < 1e-6
 
 
 def test_other_bad_arguments_name_the_culprit():

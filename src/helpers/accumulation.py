@@ -20,6 +20,7 @@ right (a per-example loss, an endless dataset, ...) is refused before any state 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import warnings
 import weakref
@@ -89,6 +90,15 @@ class _Loop:
 
     def loss_fn(self) -> LossFn | None:
         return self._loss()
+
+    @contextlib.contextmanager
+    def emptied_on_error(self):
+        """Every update and every result leaves the accumulator empty; so does a failed call."""
+        try:
+            yield
+        except BaseException:
+            self.accumulator.reset()
+            raise
 
     def micro_step(self, batch: tuple) -> Callable:
         """Compiled ``(batch, scale) -> (sum of loss x examples, examples)`` that adds to the accumulator."""
@@ -246,6 +256,12 @@ def _check(model: Any, loss_fn: Any, optimizer: Any) -> tf.distribute.Strategy:
     return strategy
 
 
+def _traced(fn) -> None:
+    """Trace ``fn`` now if it never was: its checks (a per-example loss ...) fail before it runs."""
+    if fn.experimental_get_tracing_count() == 0:
+        fn.get_concrete_function(*fn.input_signature)
+
+
 def _scale(optimizer: Any) -> Any:
     """The loss scale for the micro-steps: a LossScaleOptimizer's current scale, else 1."""
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
@@ -298,12 +314,11 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
     if not batches:
         raise ValueError("micro_batches is empty: pass at least one (x, y) micro-batch")
     loop = _loop(model, loss_fn, strategy)
-    with strategy.scope():
+    with strategy.scope(), loop.emptied_on_error():
         scale = _scale(optimizer)
         steps = [loop.micro_step(b) for b in batches]
-        for fn, b in zip(steps, batches):  # traced (and checked) before anything is added
-            fn.get_concrete_function(*fn.input_signature)
-        loop.accumulator.reset()
+        for fn in steps:
+            _traced(fn)
         for fn, b in zip(steps, batches):
             fn(b, scale)
         grads = loop.accumulator.result()
@@ -353,13 +368,12 @@ def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     history: dict[str, Any] = {"loss": [], "examples": [], "updates": 0, "partial_updates": 0}
     total = epochs * -(-(steps_per_epoch or _length(dataset) or 0) // accumulation_steps) or None
     bar = Progress(total, verbose=verbose, label="update")
-    with strategy.scope():
+    with strategy.scope(), loop.emptied_on_error():
         if not optimizer.built:
             optimizer.build(loop.variables)  # eagerly: Keras creates its variables here
         batch = _batch(first[1], f"dataset element {first[0]}")
         for fn in (loop.micro_step(batch), loop.update(optimizer, batch)):
-            fn.get_concrete_function(*fn.input_signature)  # trace errors come before any update
-        loop.accumulator.reset()
+            _traced(fn)
         window: list[tuple[tf.Tensor, int]] = []
         for index, element, last_of_epoch in itertools.chain([first], stream):
             batch = _batch(element, f"dataset element {index}")

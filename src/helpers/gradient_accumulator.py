@@ -105,7 +105,11 @@ class GradientAccumulator:
                                  f"{v.shape}: the gradients do not match the variables")
             self._received[i] = True
             filled.append(tf.cast(g, _sum_dtype(v)))
-        self._add_fn(filled, tf.cast(weight, tf.float32))
+        weight = tf.cast(weight, tf.float32)
+        if tf.inside_function():
+            self._add(filled, weight)  # already compiled: inline the ops, no nested function call
+        else:
+            self._add_fn(filled, weight)
 
     def result(self) -> list[tf.Tensor | None]:
         """The weighted mean of the gradients added since the last reset (zeros if none were);
