@@ -168,14 +168,21 @@ class _Loop:
         if getattr(y_pred, "_keras_mask", None) is not None:
             raise ValueError("the model's output carries a Keras mask: the loss is then a mean over unmasked "
                              "entries, not over examples, and micro-batch means cannot be weighted by size")
-        loss = plumbing.scalar_loss(loss_fn, y, y_pred, sample_weight)
-        if self.replicas > 1 and isinstance(loss_fn, keras.losses.Loss):
-            loss = loss * self.replicas  # Keras loss objects divide by the replica count (for fit)
+        loss = plumbing.scalar_loss(loss_fn, y, y_pred, sample_weight) * self._replica_factor(loss_fn, y, y_pred)
         loss = loss + plumbing.regularization_loss(self._model(), loss.dtype)
         weight = tf.cast(plumbing.num_examples(x), tf.float32)
         if sample_weight is not None and getattr(loss_fn, "reduction", None) == "mean_with_sample_weight":
             weight = tf.reduce_sum(tf.cast(sample_weight, tf.float32))
         return loss, weight
+
+    def _replica_factor(self, loss_fn, y, y_pred) -> float:
+        """Undo Keras' division by the replica count: a Keras loss object divides its mean by it
+        under a strategy (for ``fit``, which sums over replicas), unless its per-example values
+        are a single number."""
+        if self.replicas == 1 or not isinstance(loss_fn, keras.losses.Loss):
+            return 1.0
+        values = loss_fn.call(tf.cast(y, loss_fn.dtype), tf.cast(y_pred, loss_fn.dtype))  # shape only (pruned)
+        return float(self.replicas) if values.shape.rank else 1.0
 
     def _apply(self, optimizer):
         if self.replicas == 1:

@@ -124,7 +124,8 @@ class GradientAccumulator:
         self._reset_fn()
 
     def tracing_count(self) -> int:
-        """How many times ``add`` was traced (1 after any number of calls, one per replica)."""
+        """How many times ``add``'s own compiled function was traced: 1 after any number of eager
+        calls. Called from inside a ``tf.function``, ``add`` adds its ops to that function instead."""
         return self._add_fn.experimental_get_tracing_count()
 
     def _add(self, gradients, weight):
