@@ -626,12 +626,10 @@ def test_the_documented_accumulator_pattern_survives_an_empty_replica_shard(fres
         apply()
         diff = max(np.abs(a - b).max() for a, b in zip(ref.get_weights(), model.get_weights()))
         print("equal", bool(diff < 1e-6), "count after apply", int(accumulator.count))
-        print("micro-step traces", micro_step.experimental_get_tracing_count())
     """)
     lines = out.splitlines()
     assert "count 5 weight 33.0" in lines
     assert "equal True count after apply 0" in lines
-    assert "micro-step traces 1" in lines  # every micro-batch size, the empty shard included
 
 
 def test_helpers_train_on_every_replica_inside_and_outside_the_scope(fresh_python):
