@@ -10,7 +10,7 @@ import tensorflow as tf
 from helpers import accumulation as acc
 from helpers import measure
 from helpers.exercises import CheckFailed
-from helpers.exercises.accumulation import check_accumulate
+from tests.notebook_answers import answer, stub
 
 MSE = keras.losses.MeanSquaredError()
 
@@ -707,48 +707,110 @@ def test_helpers_train_on_every_replica_inside_and_outside_the_scope(fresh_pytho
     assert "batchnorm finite True" in lines and "gradients 4" in lines and "rank-1 equal True" in lines
     assert "refused: model ('sequential_4') was created outside strategy.scope()" in lines
     assert "refused: optimizer was created outside strategy.scope() while the model was created inside" in lines
-# ----------------------------------------------------------------- the exercise checker
+# ----------------------------------------------------------------- the exercise checkers
 
 
-def test_checker_accepts_the_reference_solution(capsys):
-    check_accumulate(acc.accumulated_gradients)
+NB = "02_gradient_accumulation"
+
+
+def _check(name):
+    from helpers.exercises import checker
+
+    return getattr(checker("accumulation"), name)
+
+
+@pytest.mark.parametrize("name, check", [("accumulate", "check_accumulate"), ("means_gradient", "check_means_gradient")])
+def test_checkers_accept_the_notebook_answer_and_reject_its_stub(name, check, capsys):
+    _check(check)(answer(NB, name))
     assert capsys.readouterr().out.startswith("Correct: ")
-
-
-def test_checker_rejects_the_stub():
-    def accumulate(model, loss_fn, micro_batches):
-        raise NotImplementedError()
-
     with pytest.raises(CheckFailed, match="not written yet"):
-        check_accumulate(accumulate)
+        _check(check)(stub(NB, name))
 
 
-def _per_batch(model, loss_fn, micro_batches):
+def test_the_notebook_answer_also_passes_when_compiled_with_tf_function():
+    _check("check_accumulate")(tf.function(answer(NB, "accumulate")))
+
+
+def _whole_batch(model, loss_fn, x, y, max_examples):  # joins the micro-batches again
+    parts = [x[i:i + max_examples] for i in range(0, int(x.shape[0]), max_examples)]
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(tf.concat(parts, 0), training=True))
+    return tape.gradient(loss, model.trainable_variables)
+
+
+def _per_part(model, loss_fn, x, y, max_examples):
     out = []
-    for x, y in micro_batches:
+    for i in range(0, int(x.shape[0]), max_examples):
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
+            loss = loss_fn(y[i:i + max_examples], model(x[i:i + max_examples], training=True))
         out.append(tape.gradient(loss, model.trainable_variables))
     return out
 
 
-def test_checker_catches_equal_weighting_without_giving_the_answer():
-    def equal_weights(model, loss_fn, micro_batches):
-        return [tf.add_n(list(gs)) / len(gs) for gs in zip(*_per_batch(model, loss_fn, micro_batches))]
+@pytest.mark.parametrize("wrong, hint", [
+    (_whole_batch, "ran the model on 12 examples at once, but this device holds at most 5"),
+    (lambda *a: [tf.add_n(list(g)) / len(g) for g in zip(*_per_part(*a))], "averaged 3 micro-batches of sizes 5, 5, 2 equally"),
+    (lambda *a: [tf.add_n(list(g)) for g in zip(*_per_part(*a))], "is the sum of the 3 micro-batch gradients"),
+    (lambda model, *a: [tf.zeros([1])], "trainable variables, accumulate returned 1 gradients"),
+    (lambda model, *a: None, "must return a list"),
+], ids=["tf.concat", "equal weights", "sum", "wrong length", "None"])
+def test_check_accumulate_names_the_mistake_without_the_answer(wrong, hint):
+    with pytest.raises(CheckFailed) as info:
+        _check("check_accumulate")(wrong)
+    message = str(info.value)
+    assert hint in message and "\n" not in message
+    for giveaway in ("* n", "n_k", "share", "tf.shape", "/ n", "multiply"):
+        assert giveaway not in message
 
-    with pytest.raises(CheckFailed, match="equally") as info:
-        check_accumulate(equal_weights)
-    hint = str(info.value)
-    assert "5, 5, 2" in hint
-    for giveaway in ("* n", "weight them by", "tf.shape", "multiply", "divide by"):
-        assert giveaway not in hint
+
+def test_check_accumulate_refuses_an_answer_that_applies_the_gradient():
+    def applies(model, loss_fn, x, y, max_examples):
+        grads = answer(NB, "accumulate")(model, loss_fn, x, y, max_examples)
+        keras.optimizers.SGD(0.1).apply_gradients(zip(grads, model.trainable_variables))
+        return grads
+
+    with pytest.raises(CheckFailed, match="weights changed"):
+        _check("check_accumulate")(applies)
 
 
-def test_checker_catches_a_sum_and_a_wrong_length():
-    def summed(model, loss_fn, micro_batches):
-        return [tf.add_n(list(gs)) for gs in zip(*_per_batch(model, loss_fn, micro_batches))]
+def _plain_means(model, micro_batches):  # each micro-batch's own loss, weighted by size
+    n = sum(int(x.shape[0]) for x, _ in micro_batches)
+    total = None
+    for x, y in micro_batches:
+        with tf.GradientTape() as tape:
+            loss = tf.square(tf.reduce_mean(model(x, training=True)) - tf.reduce_mean(y))
+        grads = [int(x.shape[0]) / n * g for g in tape.gradient(loss, model.trainable_variables)]
+        total = grads if total is None else [a + b for a, b in zip(total, grads)]
+    return total
 
-    with pytest.raises(CheckFailed, match="sum"):
-        check_accumulate(summed)
-    with pytest.raises(CheckFailed, match="trainable variables"):
-        check_accumulate(lambda model, loss_fn, micro_batches: [tf.zeros([1])])
+
+def _joined_means(model, micro_batches):
+    x, y = tf.concat([a for a, _ in micro_batches], 0), tf.concat([b for _, b in micro_batches], 0)
+    with tf.GradientTape() as tape:
+        loss = tf.square(tf.reduce_mean(model(x, training=True)) - tf.reduce_mean(y))
+    return tape.gradient(loss, model.trainable_variables)
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (_plain_means, "not the loss of the whole batch's means"),
+    (_joined_means, "ran the model on 12 examples at once"),
+    (lambda model, parts: [2 * g for g in answer(NB, "means_gradient")(model, parts)], "off by a factor of 2"),
+], ids=["plain accumulation", "tf.concat", "factor 2"])
+def test_check_means_gradient_names_the_mistake_without_the_answer(wrong, hint):
+    with pytest.raises(CheckFailed) as info:
+        _check("check_means_gradient")(wrong)
+    message = str(info.value)
+    assert hint in message and "\n" not in message
+    for giveaway in ("slope", "output_gradients", "2 * (", "reduce_sum"):
+        assert giveaway not in message
+
+
+def test_a_patched_checker_module_does_not_change_the_next_check():
+    import helpers.exercises.accumulation as installed
+
+    installed._TOLERANCE = 1e9  # what an answer cell could try
+    try:
+        with pytest.raises(CheckFailed):
+            _check("check_accumulate")(lambda *a: [tf.zeros_like(v) for v in a[0].trainable_variables])
+    finally:
+        installed._TOLERANCE = 1e-5
