@@ -21,10 +21,11 @@ right (a per-example loss, an endless dataset, ...) is refused before any state 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import warnings
 import weakref
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import tensorflow as tf
 import keras
@@ -52,11 +53,10 @@ def micro_batches(batch: tuple, sizes: Sequence[int]) -> list[tuple]:
     present = [(name, part) for name, part in zip(names, parts_in) if part is not None]
     n = plumbing.count_examples(parts_in[0])
     for name, part in present:
-        for leaf in tf.nest.flatten(part):
-            rows = plumbing.count_examples(leaf)
-            if rows != n:
-                raise ValueError(f"batch's {name} has {rows} rows but x has {n} examples: "
-                                 "every part of a batch needs one row per example")
+        rows = {plumbing.count_examples(leaf) for leaf in tf.nest.flatten(part)} - {n}
+        if rows:
+            raise ValueError(f"batch's {name} has {rows.pop()} rows but x has {n} examples: "
+                             "every part of a batch needs one row per example")
     sizes = list(sizes)
     if not sizes:
         raise ValueError("sizes is empty: give at least one micro-batch size")
@@ -185,10 +185,7 @@ class _Loop:
         return float(self.replicas) if values.shape.rank else 1.0
 
     def _apply(self, optimizer):
-        if self.replicas == 1:
-            self._replica_apply(optimizer)
-        else:
-            self.strategy.run(self._replica_apply, args=(optimizer,))
+        self.strategy.run(self._replica_apply, args=(optimizer,)) if self.replicas > 1 else self._replica_apply(optimizer)
 
     def _replica_apply(self, optimizer):
         grads = self.accumulator.result()
@@ -220,14 +217,9 @@ def _loop(model: keras.Model, loss_fn: LossFn, strategy: tf.distribute.Strategy)
     """The cached loop for this model, loss and *current* trainable variables (a new one after a
     layer is frozen or unfrozen)."""
     key, loops = plumbing.trainable_key(model), _LOOPS.setdefault(model, [])
-    for loop in loops:
-        if loop.key == key and loop.loss_fn() is loss_fn and loop.strategy is strategy:
-            loops.remove(loop)
-            break
-    else:
-        loop = _Loop(model, loss_fn, strategy)
-    loops.insert(0, loop)
-    del loops[_PER_MODEL:]
+    same = [old for old in loops if old.key == key and old.loss_fn() is loss_fn and old.strategy is strategy]
+    loop = same[0] if same else _Loop(model, loss_fn, strategy)
+    loops[:] = ([loop] + [old for old in loops if old is not loop])[:_PER_MODEL]
     return loop
 
 
@@ -244,12 +236,14 @@ def _check(model: Any, loss_fn: Any, optimizer: Any) -> tf.distribute.Strategy:
                          "mean over the batch (reduction='sum_over_batch_size', the default)")
     if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
         raise ValueError("call it outside strategy.run: it distributes each micro-batch over the replicas itself")
-    found = {getattr(plumbing.tf_variable(v), "distribute_strategy", None) for v in model.trainable_variables}
-    found.discard(None)
-    current = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
-    if len(found) > 1:
-        raise ValueError("model's variables were created under different strategies")
+    regularised = [layer.name for layer in _layers(model) if getattr(layer, "activity_regularizer", None)]
+    if regularised and not _activity_regularisers_are_means():
+        raise ValueError(f"layer {regularised[0]!r} has an activity regulariser, which Keras {keras.__version__} "
+                         "sums over the batch: micro-batches would count it as a mean. Remove it, or use a "
+                         "Keras that divides it by the batch size (3.15 does)")
+    found = {getattr(plumbing.tf_variable(v), "distribute_strategy", None) for v in model.trainable_variables} - {None}
     strategy = found.pop() if found else None
+    current = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
     if strategy is None and current is not None and current.num_replicas_in_sync > 1:
         raise ValueError(f"model ({model.name!r}) was created outside strategy.scope(): create the model (and "
                          "the optimizer) inside the scope to train on every replica, or call this outside it")
@@ -263,10 +257,25 @@ def _check(model: Any, loss_fn: Any, optimizer: Any) -> tf.distribute.Strategy:
     return strategy
 
 
-def _traced(fn) -> None:
-    """Trace ``fn`` now if it never was: its checks (a per-example loss ...) fail before it runs."""
-    if fn.experimental_get_tracing_count() == 0:
-        fn.get_concrete_function(*fn.input_signature)
+def _layers(layer: Any) -> list:
+    flatten = getattr(layer, "_flatten_layers", None)  # Keras' own walk over nested layers
+    return list(flatten()) if flatten else [layer]
+
+
+@functools.cache
+def _activity_regularisers_are_means() -> bool:
+    """Does this Keras divide an activity regulariser by the batch size (a mean over examples)?"""
+    probe = keras.layers.Identity(activity_regularizer=keras.regularizers.L2(1.0))
+    probe(tf.ones([4, 1]))
+    return abs(float(probe.losses[0]) - 1.0) < 1e-6  # a sum over the 4 examples would be 4
+
+
+def _traced(*fns: Any) -> None:
+    """Trace each compiled function now if it never was: its checks (a per-example loss ...) fail
+    before anything runs."""
+    for fn in fns:
+        if fn.experimental_get_tracing_count() == 0:
+            fn.get_concrete_function(*fn.input_signature)
 
 
 def _scale(optimizer: Any) -> Any:
@@ -296,9 +305,10 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
     ``fit`` minimises: ``loss_fn`` plus ``model.losses``. Weight regularisers come out exactly as
     for the full batch; a batch-dependent ``add_loss`` term counts as the size-weighted mean of
     its micro-batch values (exact for a mean over examples, such as Keras 3.15's activity
-    regularisers; not for a sum over examples or a batch statistic). The model runs with
-    ``training=True`` (BatchNorm sees one micro-batch). Micro-batches may be ``(x, y)`` or
-    ``(x, y, sample_weight)`` (a Keras loss object weights each example, as in ``fit``).
+    regularisers; not for a sum over examples or a batch statistic; a Keras that sums activity
+    regularisers, such as 3.13, gets a ``ValueError``). The model runs with ``training=True``
+    (BatchNorm sees one micro-batch). Micro-batches may be ``(x, y)`` or ``(x, y, sample_weight)``
+    (a Keras loss object weights each example, as in ``fit``).
 
     One gradient per *current* trainable variable (``None`` where the loss does not use it).
     ``optimizer``: pass a ``LossScaleOptimizer`` to get what ``tape.gradient(optimizer.scale_loss(
@@ -324,8 +334,7 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
     with strategy.scope(), loop.emptied_on_error():
         scale = _scale(optimizer)
         steps = [loop.micro_step(b) for b in batches]
-        for fn in steps:
-            _traced(fn)
+        _traced(*steps)
         for fn, b in zip(steps, batches):
             fn(b, scale)
         grads = loop.accumulator.result()
@@ -373,14 +382,16 @@ def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer,
         raise ValueError("dataset is empty: it yielded no micro-batch")
     loop = _loop(model, loss_fn, strategy)
     history: dict[str, Any] = {"loss": [], "examples": [], "updates": 0, "partial_updates": 0}
-    total = epochs * -(-(steps_per_epoch or _length(dataset) or 0) // accumulation_steps) or None
+    try:
+        total = epochs * -(-(steps_per_epoch or len(dataset)) // accumulation_steps)
+    except TypeError:
+        total = None  # an iterable of unknown length: the progress bar counts without a total
     bar = Progress(total, verbose=verbose, label="update")
     with strategy.scope(), loop.emptied_on_error():
         if not optimizer.built:
             optimizer.build(loop.variables)  # eagerly: Keras creates its variables here
         batch = _batch(first[1], f"dataset element {first[0]}")
-        for fn in (loop.micro_step(batch), loop.update(optimizer, batch)):
-            _traced(fn)
+        _traced(loop.micro_step(batch), loop.update(optimizer, batch))
         window: list[tuple[tf.Tensor, int]] = []
         for index, element, last_of_epoch in itertools.chain([first], stream):
             batch = _batch(element, f"dataset element {index}")
@@ -401,20 +412,12 @@ def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     return history
 
 
-def _length(dataset: Any) -> int | None:
-    try:
-        return len(dataset)
-    except TypeError:
-        return None
-
-
 def _stream(dataset: Any, epochs: int, steps_per_epoch: int | None):
     """Yields ``(index, element, last_of_epoch)`` for every micro-batch of the whole training."""
     plumbing.check_finite(dataset, steps=steps_per_epoch)
     if isinstance(dataset, (tf.Tensor, str, bytes)) or not isinstance(dataset, Iterable):
         raise TypeError(f"dataset must be an iterable of (x, y) micro-batches, got {type(dataset).__name__}")
-    one_shot = iter(dataset) is dataset
-    if one_shot and epochs > 1 and steps_per_epoch is None:
+    if isinstance(dataset, Iterator) and epochs > 1 and steps_per_epoch is None:
         raise ValueError("dataset is an iterator, which can be read only once: pass a list or a tf.data.Dataset "
                          "for several epochs, or steps_per_epoch")
     if steps_per_epoch is not None and isinstance(dataset, tf.data.Dataset):
