@@ -32,9 +32,24 @@ class GradientAccumulator:
     ``LossScaleOptimizer``) and pass ``result()`` to ``optimizer.apply_gradients``, which unscales
     once, skips a non-finite window and lowers the scale. Sums are float32 whatever the variable.
 
-    Under ``tf.distribute.MirroredStrategy``: create it in ``strategy.scope()`` and call ``add``
-    inside ``strategy.run``; each replica keeps its share, and ``result()`` is the weighted mean
-    over every replica in either context.
+    Under ``tf.distribute.MirroredStrategy``: create it in ``strategy.scope()``; call ``add`` inside
+    ``strategy.run`` with the replica's own example count (an empty shard adds 0); ``result()`` is
+    the weighted mean over every replica in either context. A Keras optimizer applies in a replica
+    context and sums over replicas, so replica 0 passes ``result()`` and the others zeros. Use a
+    plain mean as the loss: Keras loss objects divide by the replica count there (for ``fit``)::
+
+        def replica_step(x, y):                              # strategy.run(replica_step, args=batch)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(y - model(x, training=True)))
+            accumulator.add(tape.gradient(loss, model.trainable_variables), tf.shape(x)[0])
+
+        def replica_apply():                                 # strategy.run(replica_apply)
+            first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
+            grads = [g * tf.cast(first, g.dtype) for g in accumulator.result()]
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            accumulator.reset()
+
+    :func:`helpers.accumulation.train_accumulated` does all this for a model built in the scope.
 
     >>> v = tf.Variable([1.0, 2.0])
     >>> acc = GradientAccumulator([v])
