@@ -142,7 +142,7 @@ def test_accumulator_weighted_mean_count_reset_and_one_trace():
     assert a.result() == [None]  # nothing added yet: no gradient for this variable
     a.add([tf.constant([[1.0, 1.0]])], weight=3)
     a.add([tf.constant([[5.0, 9.0]])], weight=1.0)
-    a.add([tf.constant([[2.0, 3.0]])], weight=tf.constant(4.0))
+    a.add([tf.constant([[2.0, 3.0]])], weight=np.int64(4))
     np.testing.assert_allclose(a.result()[0].numpy(), [[(3 + 5 + 8) / 8, (3 + 9 + 12) / 8]])
     assert int(a.count) == 3 and float(a.total_weight) == 8.0
     a.reset()

@@ -7,7 +7,10 @@ one strategy or none. :mod:`helpers.accumulation` builds its helpers on this cla
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Sequence
+
+import numpy as np
 
 import tensorflow as tf
 import keras
@@ -104,7 +107,7 @@ class GradientAccumulator:
         if len(gradients) != len(self.variables):
             raise ValueError(f"gradients has {len(gradients)} entries but the accumulator holds "
                              f"{len(self.variables)} variables: pass one gradient per variable, in order")
-        if isinstance(weight, bool) or not (tf.is_tensor(weight) or isinstance(weight, (int, float))):
+        if isinstance(weight, (bool, np.bool_)) or not (tf.is_tensor(weight) or isinstance(weight, numbers.Real)):
             raise TypeError(f"weight must be a number (the micro-batch size), got {type(weight).__name__}")
         if not tf.is_tensor(weight) or tf.executing_eagerly():
             if not float(weight) >= 0:
