@@ -820,3 +820,48 @@ def test_a_patched_checker_module_does_not_change_the_next_check():
             _check("check_accumulate")(lambda *a: [tf.zeros_like(v) for v in a[0].trainable_variables])
     finally:
         installed._TOLERANCE = 1e-5
+
+
+def test_loss_scaling_on_two_replicas_matches_the_full_batch_and_skips_an_overflowing_window(fresh_python):
+    out = fresh_python("""
+        from helpers import runtime
+        runtime.setup(seed=0, replicas=2)
+        import numpy as np, tensorflow as tf, keras
+        from helpers import accumulation as acc
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        strategy = tf.distribute.MirroredStrategy()
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(33, 8)).astype("float32")
+        y = (x[:, :1] + 1).astype("float32")
+        mse = keras.losses.MeanSquaredError()
+
+        def make():
+            keras.utils.set_random_seed(0)
+            return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="tanh"),
+                                     keras.layers.Dense(1, dtype="float32")])
+
+        lso = lambda: keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+        ref, ref_opt = make(), lso()
+        for lo in (0, 16, 32):
+            with tf.GradientTape() as tape:
+                scaled = ref_opt.scale_loss(mse(y[lo:lo + 16], ref(x[lo:lo + 16], training=True)))
+            ref_opt.apply_gradients(zip(tape.gradient(scaled, ref.trainable_variables), ref.trainable_variables))
+        with strategy.scope():
+            model, optimizer = make(), lso()
+        acc.train_accumulated(model, optimizer, mse, tf.data.Dataset.from_tensor_slices((x, y)).batch(8), 2,
+                              verbose=False)
+        moved = max(np.abs(a - b).max() for a, b in zip(make().get_weights(), ref.get_weights()))
+        gap = max(np.abs(a - b).max() for a, b in zip(ref.get_weights(), model.get_weights()))
+        print("float16 noise only", bool(moved > 0.1 and gap < 1e-2 * moved))
+
+        with strategy.scope():
+            model, optimizer = make(), lso()
+        y[:2] = 6e4  # overflows the float16 backward pass of the first micro-batch
+        before = model.get_weights()
+        acc.train_accumulated(model, optimizer, mse, acc.micro_batches((x[:16], y[:16]), [8, 8]), 2, verbose=False)
+        print("overflow: unchanged", all((a == b).all() for a, b in zip(before, model.get_weights())),
+              "scale", float(optimizer.dynamic_scale.numpy()))
+    """)
+    lines = out.splitlines()
+    assert "float16 noise only True" in lines
+    assert "overflow: unchanged True scale 16384.0" in lines
