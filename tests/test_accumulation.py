@@ -1,4 +1,5 @@
 import gc
+import textwrap
 import warnings
 import weakref
 
@@ -578,18 +579,23 @@ def test_an_overflowing_window_changes_no_weight_lowers_the_scale_and_resets(mix
 
 # ----------------------------------------------------------------- MirroredStrategy (own process)
 
+_TWO_REPLICAS = textwrap.dedent("""
+    from helpers import runtime
+    runtime.setup(seed=0, replicas=2)
+    import numpy as np, tensorflow as tf, keras
+    from helpers import accumulation as acc
+    from helpers.accumulation import GradientAccumulator
+
+    strategy = tf.distribute.MirroredStrategy()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(33, 4)).astype("float32")
+    y = (x @ np.array([[1.0], [-2.0], [0.5], [0.0]])).astype("float32")
+""")
+
+
 
 def test_the_documented_accumulator_pattern_survives_an_empty_replica_shard(fresh_python):
-    out = fresh_python("""
-        from helpers import runtime
-        runtime.setup(seed=0, replicas=2)
-        import numpy as np, tensorflow as tf, keras
-        from helpers.accumulation import GradientAccumulator
-
-        strategy = tf.distribute.MirroredStrategy()
-        rng = np.random.default_rng(0)
-        x = rng.normal(size=(33, 4)).astype("float32")
-        y = (x @ np.array([[1.0], [-2.0], [0.5], [0.0]])).astype("float32")
+    out = fresh_python(_TWO_REPLICAS + textwrap.dedent("""
         mse = lambda yt, yp: tf.reduce_mean(tf.square(yt - yp))  # a plain mean (NaN on an empty shard)
 
         def make():
@@ -632,23 +638,14 @@ def test_the_documented_accumulator_pattern_survives_an_empty_replica_shard(fres
         apply()
         diff = max(np.abs(a - b).max() for a, b in zip(ref.get_weights(), model.get_weights()))
         print("equal", bool(diff < 1e-6), "count after apply", int(accumulator.count))
-    """)
+    """))
     lines = out.splitlines()
     assert "count 5 weight 33.0" in lines
     assert "equal True count after apply 0" in lines
 
 
 def test_helpers_train_on_every_replica_inside_and_outside_the_scope(fresh_python):
-    out = fresh_python("""
-        from helpers import runtime
-        runtime.setup(seed=0, replicas=2)
-        import numpy as np, tensorflow as tf, keras
-        from helpers import accumulation as acc
-
-        strategy = tf.distribute.MirroredStrategy()
-        rng = np.random.default_rng(0)
-        x = rng.normal(size=(33, 4)).astype("float32")
-        y = (x @ np.array([[1.0], [-2.0], [0.5], [0.0]])).astype("float32")
+    out = fresh_python(_TWO_REPLICAS + textwrap.dedent("""
         mse = keras.losses.MeanSquaredError()  # divides by the replica count under a strategy: undone
 
         def make(bn=False):
@@ -707,7 +704,7 @@ def test_helpers_train_on_every_replica_inside_and_outside_the_scope(fresh_pytho
                     call()
             except ValueError as error:
                 print("refused:", str(error).split(":")[0])
-    """)
+    """))
     lines = out.splitlines()
     assert "inside [16, 16, 1] equal True" in lines and "outside [16, 16, 1] equal True" in lines
     assert "batchnorm finite True" in lines and "gradients 4" in lines and "rank-1 equal True" in lines

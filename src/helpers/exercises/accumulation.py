@@ -64,6 +64,17 @@ def _max_diff(a, b) -> float:
     return max(float(np.max(np.abs(np.asarray(u) - np.asarray(v)))) for u, v in zip(a, b))
 
 
+def _run(fn: Callable, name: str, model: keras.Model, limit: int, *args: Any) -> list[np.ndarray]:
+    """Call the learner's ``fn(small device, *args)``; its gradients as arrays, once checked: one per
+    trainable variable, shaped like it, and the weights left as they were."""
+    before = [w.copy() for w in model.get_weights()]
+    got = call_learner(fn, _SmallDevice(model, limit), *args, name=name)
+    arrays = _as_gradients(got, model, name)
+    expect(_max_diff(before, model.get_weights()) == 0.0,
+           "the model's weights changed: compute the gradient only, do not apply it")
+    return arrays
+
+
 def _as_gradients(got: Any, model: keras.Model, name: str) -> list[np.ndarray]:
     """The learner's result as arrays, after the checks every gradient list must pass."""
     variables = model.trainable_variables
@@ -87,12 +98,7 @@ def check_accumulate(accumulate: Callable) -> None:
     mse = keras.losses.MeanSquaredError()
     for n, limit, seed in [(12, 5, 7), (9, 4, 3)]:
         model, x, y = _case(n, seed)
-        device = _SmallDevice(model, limit)
-        before = [w.copy() for w in model.get_weights()]
-        got = call_learner(accumulate, device, mse, tf.constant(x), tf.constant(y), limit, name="accumulate")
-        got = _as_gradients(got, model, "accumulate")
-        expect(_max_diff(before, model.get_weights()) == 0.0,
-               "the model's weights changed: compute the gradient only, do not apply it")
+        got = _run(accumulate, "accumulate", model, limit, mse, tf.constant(x), tf.constant(y), limit)
         full = _gradient(model, mse, x, y)
         if _max_diff(got, full) <= _TOLERANCE:
             continue
@@ -125,12 +131,7 @@ def check_means_gradient(means_gradient: Callable) -> None:
         model, x, y = _case(n, seed)
         bounds = np.cumsum((0,) + sizes)
         parts = [(tf.constant(x[a:b]), tf.constant(y[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
-        device = _SmallDevice(model, limit)
-        before = [w.copy() for w in model.get_weights()]
-        got = call_learner(means_gradient, device, parts, name="means_gradient")
-        got = _as_gradients(got, model, "means_gradient")
-        expect(_max_diff(before, model.get_weights()) == 0.0,
-               "the model's weights changed: compute the gradient only, do not apply it")
+        got = _run(means_gradient, "means_gradient", model, limit, parts)
         full = _gradient(model, _means_loss, x, y)
         if _max_diff(got, full) <= _TOLERANCE:
             continue
