@@ -1,3 +1,8 @@
+import gc
+import textwrap
+import warnings
+import weakref
+
 import keras
 import numpy as np
 import pytest
@@ -6,7 +11,7 @@ import tensorflow as tf
 from helpers import accumulation as acc
 from helpers import measure
 from helpers.exercises import CheckFailed
-from helpers.exercises.accumulation import check_accumulate
+from tests.notebook_answers import answer, stub
 
 MSE = keras.losses.MeanSquaredError()
 
@@ -18,22 +23,32 @@ def _data(n=24, seed=0):
     return x, y
 
 
-def _model(seed=0, batchnorm=False):
+def _model(seed=0, batchnorm=False, **dense):
     keras.utils.set_random_seed(seed)
-    layers = [keras.Input((4,)), keras.layers.Dense(8, activation="tanh")]
+    layers = [keras.Input((4,)), keras.layers.Dense(8, activation="tanh", **dense)]
     if batchnorm:
         layers.append(keras.layers.BatchNormalization())
     return keras.Sequential(layers + [keras.layers.Dense(1)])
 
 
-def _full_gradient(model, x, y, loss_fn=MSE):
+def _full_gradient(model, x, y, loss_fn=MSE, sample_weight=None):
     with tf.GradientTape() as tape:
-        loss = loss_fn(y, model(x, training=True))
+        pred = model(x, training=True)
+        loss = loss_fn(y, pred) if sample_weight is None else loss_fn(y, pred, sample_weight=sample_weight)
+        loss = loss + sum(model.losses)
     return tape.gradient(loss, model.trainable_variables)
+
+
+def _full_update(model, optimizer, x, y, **kwargs):
+    optimizer.apply_gradients(zip(_full_gradient(model, x, y, **kwargs), model.trainable_variables))
 
 
 def _max_diff(a, b):
     return max(float(np.max(np.abs(np.asarray(u) - np.asarray(v)))) for u, v in zip(a, b))
+
+
+def _weights(model):
+    return [w.copy() for w in model.get_weights()]
 
 
 # ----------------------------------------------------------------- equality with the full batch
@@ -61,7 +76,7 @@ def test_unequal_micro_batches_are_weighted_by_size_and_naive_averaging_is_wrong
 def test_one_accumulated_update_equals_one_full_batch_update():
     x, y = _data(16)
     full_model, acc_model = _model(), _model()
-    keras.optimizers.SGD(0.1).apply_gradients(zip(_full_gradient(full_model, x, y), full_model.trainable_variables))
+    _full_update(full_model, keras.optimizers.SGD(0.1), x, y)
     history = acc.train_accumulated(acc_model, keras.optimizers.SGD(0.1), MSE,
                                     acc.micro_batches((x, y), [4, 4, 4, 4]), 4, verbose=False)
     assert history["updates"] == 1 and history["partial_updates"] == 0 and history["examples"] == [16]
@@ -88,9 +103,8 @@ def test_leftover_window_is_applied_weighted_and_not_carried_into_the_next_call(
     assert history["examples"] == [8, 8, 2] and history["partial_updates"] == 1
     opt = keras.optimizers.SGD(0.1)
     for lo, hi in [(0, 8), (8, 16), (16, 18)]:
-        opt.apply_gradients(zip(_full_gradient(ref, x[lo:hi], y[lo:hi]), ref.trainable_variables))
+        _full_update(ref, opt, x[lo:hi], y[lo:hi])
     assert _max_diff(ours.get_weights(), ref.get_weights()) < 1e-6
-    # A second call starts from an empty window: its first update sees only its own micro-batches.
     again = acc.train_accumulated(ours, keras.optimizers.SGD(0.1), MSE, parts[:3], 2, verbose=False)
     assert again["examples"] == [8, 4]
 
@@ -104,39 +118,61 @@ def test_history_loss_is_the_mean_loss_over_each_window_before_its_update():
     assert history["loss"][0] == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.parametrize("make_optimizer", [
+    lambda: keras.optimizers.Adam(0.05),
+    lambda: keras.optimizers.AdamW(0.05, weight_decay=0.1),
+    lambda: keras.optimizers.SGD(0.5, global_clipnorm=0.05),
+], ids=["adam", "adamw", "global_clipnorm"])
+def test_optimizers_with_state_decay_and_clipping_match_the_full_batch(make_optimizer):
+    x, y = _data(24)
+    ours, ref = _model(), _model()
+    opt = make_optimizer()
+    for lo in (0, 12):
+        _full_update(ref, opt, x[lo:lo + 12], y[lo:lo + 12])
+    acc.train_accumulated(ours, make_optimizer(), MSE, acc.micro_batches((x, y), [5, 5, 2, 5, 5, 2]), 3,
+                          verbose=False)
+    assert _max_diff(ours.get_weights(), ref.get_weights()) < 1e-6
+
+
 # ----------------------------------------------------------------- the accumulator
 
 
 def test_accumulator_weighted_mean_count_reset_and_one_trace():
     v = tf.Variable([[1.0, 2.0]])
     a = acc.GradientAccumulator([v])
-    assert [g.numpy().tolist() for g in a.result()] == [[[0.0, 0.0]]]  # empty: zeros, not NaN
+    assert a.result() == [None]  # nothing added yet: no gradient for this variable
     a.add([tf.constant([[1.0, 1.0]])], weight=3)
     a.add([tf.constant([[5.0, 9.0]])], weight=1.0)
-    a.add([tf.constant([[2.0, 3.0]])], weight=tf.constant(4.0))
+    a.add([tf.constant([[2.0, 3.0]])], weight=np.int64(4))
     np.testing.assert_allclose(a.result()[0].numpy(), [[(3 + 5 + 8) / 8, (3 + 9 + 12) / 8]])
     assert int(a.count) == 3 and float(a.total_weight) == 8.0
     a.reset()
     assert int(a.count) == 0 and float(a.total_weight) == 0.0
-    np.testing.assert_array_equal(a.result()[0].numpy(), [[0.0, 0.0]])
+    np.testing.assert_array_equal(a.result()[0].numpy(), [[0.0, 0.0]])  # empty window: zeros, not NaN
     assert a.tracing_count() == 1
     assert all(not s.trainable for s in a._sums)
 
 
-def test_none_gradient_counts_as_zero_and_does_not_crash():
-    used, unused = tf.Variable([1.0, 2.0]), tf.Variable(3.0)
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(used**2)
-    grads = tape.gradient(loss, [used, unused])
-    assert grads[1] is None
-    a = acc.GradientAccumulator([used, unused])
-    a.add(grads, weight=2)
-    result = a.result()
-    np.testing.assert_allclose(result[0].numpy(), [2.0, 4.0])
-    assert float(result[1]) == 0.0
+def test_a_zero_weight_adds_nothing_even_a_nan_gradient():
+    v = tf.Variable([1.0, 2.0])
+    a = acc.GradientAccumulator([v])
+    a.add([tf.constant([2.0, 4.0])], weight=2)
+    a.add([tf.constant([np.nan, np.inf])], weight=0)  # an empty replica shard's gradient
+    np.testing.assert_array_equal(a.result()[0].numpy(), [2.0, 4.0])
+    assert float(a.total_weight) == 2.0
 
 
-def test_model_with_an_unused_variable_is_handled():
+def test_half_precision_variables_are_accumulated_in_float32():
+    v = tf.Variable(tf.zeros([2], tf.float16))
+    a = acc.GradientAccumulator([v])
+    for _ in range(3):
+        a.add([tf.constant([60000.0, 1e-4], tf.float16)], weight=2048)  # the float16 sum would be inf
+    assert a._sums[0].dtype == tf.float32
+    result = a.result()[0]
+    assert result.dtype == tf.float16 and np.isfinite(result.numpy()).all()
+
+
+def test_a_variable_without_gradient_gets_none_so_weight_decay_leaves_it_alone_as_keras_does():
     class WithUnused(keras.Model):
         def __init__(self):
             super().__init__()
@@ -147,11 +183,257 @@ def test_model_with_an_unused_variable_is_handled():
             return self.dense(x)
 
     x, y = _data(8)
-    model = WithUnused()
-    model(x)
-    grads = acc.accumulated_gradients(model, MSE, acc.micro_batches((x, y), [4, 4]))
-    spare = [g for g, v in zip(grads, model.trainable_variables) if "spare" in v.path]
-    assert spare and float(tf.reduce_max(tf.abs(spare[0]))) == 0.0
+    ours, ref = WithUnused(), WithUnused()
+    ours(x), ref(x)
+    ref.set_weights(ours.get_weights())
+    grads = acc.accumulated_gradients(ours, MSE, acc.micro_batches((x, y), [4, 4]))
+    spare = [g for g, v in zip(grads, ours.trainable_variables) if "spare" in v.path]
+    assert spare == [None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Keras warns that the spare variable gets no gradient
+        _full_update(ref, keras.optimizers.AdamW(0.1, weight_decay=0.5), x, y)
+        acc.train_accumulated(ours, keras.optimizers.AdamW(0.1, weight_decay=0.5), MSE,
+                              acc.micro_batches((x, y), [4, 4]), 2, verbose=False)
+    assert _max_diff(ours.get_weights(), ref.get_weights()) < 1e-6
+    assert np.array_equal(ours.spare.numpy(), np.ones(3))
+
+
+def test_bad_gradients_and_weights_are_refused_before_anything_is_added():
+    a = acc.GradientAccumulator([tf.Variable([1.0, 2.0]), tf.Variable(0.0)])
+    with pytest.raises(ValueError, match="gradients has 1 entries"):
+        a.add([tf.ones([2])], weight=1)
+    with pytest.raises(ValueError, match=r"gradients\[0\] has shape"):
+        a.add([tf.ones([3]), tf.ones([])], weight=1)
+    with pytest.raises(TypeError, match="gradients must be a list"):
+        a.add(tf.ones([2]), weight=1)
+    for bad, error in [(-1, ValueError), (float("nan"), ValueError), (True, TypeError), ("3", TypeError)]:
+        with pytest.raises(error, match="weight"):
+            a.add([tf.ones([2]), tf.ones([])], weight=bad)
+    assert int(a.count) == 0 and float(a.total_weight) == 0.0
+
+
+# ----------------------------------------------------------------- trainable variables read at each call
+
+
+def test_a_layer_frozen_after_a_first_call_stops_training_and_one_unfrozen_starts():
+    x, y = _data(16)
+    model = _model()
+    parts = acc.micro_batches((x, y), [8, 8])
+    assert len(acc.accumulated_gradients(model, MSE, parts)) == 4
+    model.layers[0].trainable = False
+    assert len(acc.accumulated_gradients(model, MSE, parts)) == 2
+    frozen = _weights(model)[:2]
+    acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, parts, 2, verbose=False)
+    assert _max_diff(model.get_weights()[:2], frozen) == 0.0
+
+    model.layers[0].trainable = True
+    grads = acc.accumulated_gradients(model, MSE, parts)
+    assert len(grads) == 4 and _max_diff(grads, _full_gradient(model, x, y)) < 1e-6
+    before = _weights(model)
+    acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, parts, 2, verbose=False)
+    assert _max_diff(model.get_weights()[:2], before[:2]) > 0
+
+
+def test_an_optimizer_built_before_a_layer_was_unfrozen_fails_before_any_weight_changes():
+    x, y = _data(16)
+    model = _model()
+    model.layers[0].trainable = False
+    optimizer = keras.optimizers.SGD(0.1)
+    acc.train_accumulated(model, optimizer, MSE, [(x, y)], 1, verbose=False)
+    model.layers[0].trainable = True
+    before = _weights(model)
+    with pytest.raises(ValueError, match="Unknown variable"):
+        acc.train_accumulated(model, optimizer, MSE, acc.micro_batches((x, y), [8, 8]), 2, verbose=False)
+    assert _max_diff(model.get_weights(), before) == 0.0
+
+
+# ----------------------------------------------------------------- model.losses
+
+
+def test_weight_regularisers_count_once_per_update_like_keras_fit():
+    x, y = _data(24)
+    ours, theirs = (_model(kernel_regularizer=keras.regularizers.L2(0.5)) for _ in range(2))
+    theirs.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    theirs.fit(x, y, batch_size=12, epochs=1, shuffle=False, verbose=0)
+    history = acc.train_accumulated(ours, keras.optimizers.SGD(0.1), MSE,
+                                    acc.micro_batches((x, y), [5, 5, 2, 5, 5, 2]), 3, verbose=False)
+    assert _max_diff(ours.get_weights(), theirs.get_weights()) < 1e-6
+    fresh = _model(kernel_regularizer=keras.regularizers.L2(0.5))
+    assert history["loss"][0] == pytest.approx(float(MSE(y[:12], fresh(x[:12])) + sum(fresh.losses)), rel=1e-5)
+
+
+def test_batch_dependent_add_loss_terms_count_as_the_size_weighted_mean_of_their_micro_batch_values():
+    class SumPenalty(keras.layers.Layer):  # a sum over examples: grows with the batch
+        def call(self, h):
+            self.add_loss(0.01 * tf.reduce_sum(tf.square(h)))
+            return h
+
+    x, y = _data(12)
+    parts = acc.micro_batches((x, y), [6, 6])
+    keras.utils.set_random_seed(0)
+    activity = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activity_regularizer="l2"),
+                                 keras.layers.Dense(1)])  # Keras divides it by the batch size
+    if acc._activity_regularisers_are_means():  # Keras 3.15 divides by the batch size
+        assert _max_diff(acc.accumulated_gradients(activity, MSE, parts), _full_gradient(activity, x, y)) < 1e-6
+    else:  # Keras 3.13 sums over the batch: refused rather than silently weighted as a mean
+        with pytest.raises(ValueError, match="activity regulariser"):
+            acc.accumulated_gradients(activity, MSE, parts)
+    nested = keras.Sequential([keras.Input((4,)), keras.Sequential([keras.layers.Dense(2, activity_regularizer="l2")])])
+    assert "dense" in [layer.name[:5] for layer in acc._layers(nested)]
+    keras.utils.set_random_seed(0)
+    summed = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), SumPenalty(), keras.layers.Dense(1)])
+    got = acc.accumulated_gradients(summed, MSE, parts)
+    assert _max_diff(got, _full_gradient(summed, x, y)) > 1e-3
+    mean_of_parts = [(a + b) / 2 for a, b in zip(*(_full_gradient(summed, px, py) for px, py in parts))]
+    assert _max_diff(got, mean_of_parts) < 1e-6  # what the docstring says
+
+
+# ----------------------------------------------------------------- losses and batches refused or honoured
+
+
+def test_a_per_example_loss_is_refused_by_name_before_any_weight_changes():
+    x, y = _data(8)
+    model = _model()
+    before = _weights(model)
+    with pytest.raises(ValueError, match="mean_squared_error returned shape"):
+        acc.train_accumulated(model, keras.optimizers.SGD(0.1), keras.losses.mean_squared_error,
+                              acc.micro_batches((x, y), [4, 4]), 2, verbose=False)
+    with pytest.raises(ValueError, match="MeanSquaredError returned shape"):
+        acc.accumulated_gradients(model, keras.losses.MeanSquaredError(reduction=None), [(x, y)])
+    with pytest.raises(ValueError, match="reduction='sum'"):
+        acc.train_accumulated(model, keras.optimizers.SGD(0.1), keras.losses.MeanSquaredError(reduction="sum"),
+                              [(x, y)], 1, verbose=False)
+    assert _max_diff(model.get_weights(), before) == 0.0
+
+
+@pytest.mark.parametrize("reduction", ["sum_over_batch_size", "mean_with_sample_weight"])
+def test_sample_weights_are_honoured_like_the_full_batch(reduction):
+    x, y = _data(12)
+    w = np.linspace(0.1, 3.0, 12).astype("float32")
+    loss = keras.losses.MeanSquaredError(reduction=reduction)
+    ours, ref = _model(), _model()
+    parts = acc.micro_batches((x, y, w), [5, 5, 2])
+    assert len(parts[0]) == 3
+    grads = acc.accumulated_gradients(ours, loss, parts)
+    assert _max_diff(grads, _full_gradient(ref, x, y, loss, sample_weight=w)) < 1e-6
+    assert _max_diff(grads, _full_gradient(ref, x, y, loss)) > 1e-3  # the weights did matter
+    _full_update(ref, keras.optimizers.SGD(0.1), x, y, loss_fn=loss, sample_weight=w)
+    acc.train_accumulated(ours, keras.optimizers.SGD(0.1), loss, parts, 3, verbose=False)
+    assert _max_diff(ours.get_weights(), ref.get_weights()) < 1e-6
+
+
+def test_sample_weights_with_a_plain_function_loss_are_refused():
+    x, y = _data(4)
+    with pytest.raises(TypeError, match="plain function"):
+        acc.accumulated_gradients(_model(), lambda t, p: tf.reduce_mean((t - p) ** 2), [(x, y, np.ones(4))])
+
+
+def test_micro_batches_checks_the_length_of_y_and_of_the_sample_weights():
+    x, y = _data(8)
+    with pytest.raises(ValueError, match="y has 7 rows but x has 8"):
+        acc.micro_batches((x, y[:7]), [4, 4])
+    with pytest.raises(ValueError, match="sample_weight has 9 rows"):
+        acc.micro_batches((x, y, np.ones(9)), [4, 4])
+    with pytest.raises(ValueError, match="sizes add up"):
+        acc.micro_batches((x, y), [4, 3])
+    with pytest.raises(TypeError, match="batch must be an"):
+        acc.micro_batches(x, [8])
+
+
+def test_masked_model_outputs_are_refused():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Embedding(5, 2, mask_zero=True), keras.layers.Dense(1)])
+    x = np.array([[1, 2, 0], [3, 0, 0]])
+    with pytest.raises(ValueError, match="Keras mask"):
+        acc.accumulated_gradients(model, MSE, [(x, np.zeros((2, 3, 1), "float32"))])
+
+
+# ----------------------------------------------------------------- datasets: finite, bounded, once
+
+
+def test_an_infinite_dataset_is_refused_unless_steps_per_epoch_bounds_it():
+    x, y = _data(16)
+    endless = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).repeat()
+    model = _model()
+    with pytest.raises(ValueError, match="infinite"):
+        acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, endless, 2, verbose=False)
+    history = acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, endless, 2, epochs=3,
+                                    steps_per_epoch=3, verbose=False)
+    assert history["examples"] == [8, 4] * 3 and history["partial_updates"] == 3
+    ref = _model()
+    opt = keras.optimizers.SGD(0.1)
+    stream = [(x[i % 16:i % 16 + 4], y[i % 16:i % 16 + 4]) for i in range(0, 36, 4)]  # one stream, as in fit
+    for window in [stream[0:2], stream[2:3], stream[3:5], stream[5:6], stream[6:8], stream[8:9]]:
+        xs, ys = np.concatenate([a for a, _ in window]), np.concatenate([b for _, b in window])
+        _full_update(ref, opt, xs, ys)
+    assert _max_diff(model.get_weights(), ref.get_weights()) < 1e-6
+
+
+def test_a_dataset_too_short_for_steps_per_epoch_and_a_reused_iterator_are_refused_up_front():
+    x, y = _data(16)
+    model = _model()
+    before = _weights(model)
+    short = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+    with pytest.raises(ValueError, match="holds 4 micro-batches, fewer than"):
+        acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, short, 2, epochs=2, steps_per_epoch=3)
+    with pytest.raises(ValueError, match="iterator"):
+        acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, iter(list(short)), 2, epochs=2)
+    assert _max_diff(model.get_weights(), before) == 0.0
+
+
+def test_empty_inputs_are_named():
+    x, y = _data(8)
+    model = _model()
+    with pytest.raises(ValueError, match="micro_batches is empty"):
+        acc.accumulated_gradients(model, MSE, [])
+    with pytest.raises(ValueError, match="dataset is empty"):
+        acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, [], 2, verbose=False)
+    parts = [(x[:4], y[:4]), (x[4:4], y[4:4]), (x[4:], y[4:])]
+    with pytest.raises(ValueError, match=r"micro_batches\[1\] has zero examples"):
+        acc.accumulated_gradients(model, MSE, parts)
+    before = _weights(model)
+    with pytest.raises(ValueError, match="dataset element 1 has zero examples"):
+        acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, parts, 2, verbose=False)
+    assert _max_diff(model.get_weights(), before) == 0.0  # the first window was never applied
+    assert int(acc._LOOPS[model][0].accumulator.count) == 0  # what the failed call added is gone
+    grads = acc.accumulated_gradients(model, MSE, [parts[2]])
+    assert _max_diff(grads, _full_gradient(model, x[4:], y[4:])) < 1e-6
+
+
+def test_other_bad_arguments_name_the_culprit():
+    x, y = _data(8)
+    model = _model()
+    parts = acc.micro_batches((x, y), [4, 4])
+    sgd = keras.optimizers.SGD(0.1)
+    for bad, error in [(0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError)]:
+        with pytest.raises(error, match="accumulation_steps"):
+            acc.train_accumulated(model, sgd, MSE, parts, bad, verbose=False)
+    for kwargs, name in [({"epochs": 0}, "epochs"), ({"steps_per_epoch": 0}, "steps_per_epoch")]:
+        with pytest.raises(ValueError, match=name):
+            acc.train_accumulated(model, sgd, MSE, parts, 2, **kwargs)
+    with pytest.raises(ValueError, match="variables is empty"):
+        acc.GradientAccumulator([])
+    with pytest.raises(TypeError, match="variables"):
+        acc.GradientAccumulator(tf.Variable(1.0))
+    with pytest.raises(TypeError, match="model"):
+        acc.accumulated_gradients("model", MSE, parts)
+    with pytest.raises(TypeError, match="loss_fn"):
+        acc.accumulated_gradients(model, "mse", parts)
+    with pytest.raises(TypeError, match="optimizer"):
+        acc.train_accumulated(model, "sgd", MSE, parts, 2)
+    with pytest.raises(TypeError, match="optimizer"):
+        acc.accumulated_gradients(model, MSE, parts, optimizer="lso")
+    with pytest.raises(TypeError, match="dataset"):
+        acc.train_accumulated(model, sgd, MSE, 3, 2)
+    with pytest.raises(ValueError, match="gradient_accumulation_steps"):
+        acc.train_accumulated(model, keras.optimizers.SGD(gradient_accumulation_steps=2), MSE, parts, 2)
+    with pytest.raises(TypeError, match="single"):
+        acc.accumulated_gradients(model, MSE, (tf.constant(x), tf.constant(y)))
+    with pytest.raises(ValueError, match="no trainable variables"):
+        acc.accumulated_gradients(keras.Sequential([keras.layers.Dense(1)]), MSE, parts)
+
+
+# ----------------------------------------------------------------- compiled once, never keeps a model alive
 
 
 def test_micro_step_traces_once_for_every_micro_batch_size():
@@ -160,11 +442,24 @@ def test_micro_step_traces_once_for_every_micro_batch_size():
     acc.accumulated_gradients(model, MSE, acc.micro_batches((x[:12], y[:12]), [5, 5, 2]))
     acc.accumulated_gradients(model, MSE, acc.micro_batches((x, y), [3, 9, 12]))
     optimizer = keras.optimizers.SGD(0.1)
-    acc.train_accumulated(model, optimizer, MSE, acc.micro_batches((x, y), [7, 7, 7, 3]), 2, verbose=False)
-    step = acc._micro_step(model, MSE)
-    assert step.tracing_count() == 1
-    fused = acc._fused_fn(optimizer, step)  # the last micro-step of a window + the update
-    assert fused.experimental_get_tracing_count() == 1
+    for _ in range(2):
+        acc.train_accumulated(model, optimizer, MSE, acc.micro_batches((x, y), [7, 7, 7, 3]), 2, verbose=False)
+    loop = acc._LOOPS[model][0]
+    assert [fn.experimental_get_tracing_count() for fn in loop._steps.values()] == [1]
+    assert [fn.experimental_get_tracing_count() for fn in loop._updates[optimizer].values()] == [1]
+
+
+def test_deleted_models_and_optimizers_are_collected():
+    x, y = _data(8)
+    refs = []
+    for seed in range(10):
+        model, optimizer = _model(seed), keras.optimizers.Adam(0.1)
+        acc.train_accumulated(model, optimizer, MSE, acc.micro_batches((x, y), [4, 4]), 2, verbose=False)
+        acc.accumulated_gradients(model, lambda t, p: tf.reduce_mean((t - p) ** 2), [(x, y)])
+        refs += [weakref.ref(model), weakref.ref(optimizer)]
+        del model, optimizer
+    gc.collect()
+    assert sum(ref() is not None for ref in refs) == 0
 
 
 def test_four_micro_batches_need_less_peak_memory_than_the_full_batch():
@@ -194,11 +489,9 @@ def _chi_square(y_true, y_pred, bins=tf.linspace(-3.0, 3.0, 7)):
 def test_non_additive_loss_is_not_recovered_by_accumulation_but_mse_is():
     x, y = _data(16)
     model = _model()
-    parts = acc.micro_batches((x, y), [4, 4, 4, 4])
     full = _full_gradient(model, x, y, _chi_square)
-    got = acc.accumulated_gradients(model, _chi_square, parts)
-    scale = max(float(np.max(np.abs(g))) for g in full)
-    assert _max_diff(got, full) > 0.1 * scale
+    got = acc.accumulated_gradients(model, _chi_square, acc.micro_batches((x, y), [4, 4, 4, 4]))
+    assert _max_diff(got, full) > 0.1 * max(float(np.max(np.abs(g))) for g in full)
 
 
 def test_batchnorm_statistics_make_accumulation_differ_from_the_full_batch():
@@ -209,188 +502,363 @@ def test_batchnorm_statistics_make_accumulation_differ_from_the_full_batch():
     assert _max_diff(got, full) > 1e-3
 
 
-# ----------------------------------------------------------------- bad input
+# ----------------------------------------------------------------- mixed precision (LossScaleOptimizer)
 
 
-def test_accumulation_steps_below_one_or_not_an_int():
-    x, y = _data(8)
-    parts = acc.micro_batches((x, y), [4, 4])
-    for bad, error in [(0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError)]:
-        with pytest.raises(error, match="accumulation_steps"):
-            acc.train_accumulated(_model(), keras.optimizers.SGD(0.1), MSE, parts, bad, verbose=False)
+@pytest.fixture
+def mixed_float16():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
 
 
-def test_empty_micro_batches_and_empty_dataset():
-    model = _model()
-    with pytest.raises(ValueError, match="micro_batches is empty"):
-        acc.accumulated_gradients(model, MSE, [])
-    with pytest.raises(ValueError, match="dataset is empty"):
-        acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, [], 2, verbose=False)
+def _regression(n, target, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 8)).astype("float32")
+    return x, (target + x[:, :1] + rng.normal(size=(n, 1))).astype("float32")
 
 
-def test_micro_batch_of_zero_examples_is_named():
-    x, y = _data(8)
-    model = _model()
-    parts = [(x[:4], y[:4]), (x[4:4], y[4:4]), (x[4:], y[4:])]
-    with pytest.raises(ValueError, match=r"micro_batches\[1\] has zero examples"):
-        acc.accumulated_gradients(model, MSE, parts)
-    with pytest.raises(ValueError, match="dataset element 1 has zero examples"):
-        acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, parts, 2, verbose=False)
-    a = acc.GradientAccumulator(model.trainable_variables)
-    with pytest.raises(ValueError, match="weight"):
-        a.add(_full_gradient(model, x, y), weight=0)
+def _mixed_model():
+    keras.utils.set_random_seed(0)  # float32 output layer, as Keras' mixed-precision guide advises
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="tanh"),
+                             keras.layers.Dense(1, dtype="float32")])
 
 
-def test_gradients_that_do_not_match_the_variables():
-    a = acc.GradientAccumulator([tf.Variable([1.0, 2.0]), tf.Variable(0.0)])
-    with pytest.raises(ValueError, match="gradients has 1 entries"):
-        a.add([tf.ones([2])], weight=1)
-    with pytest.raises(ValueError, match=r"gradients\[0\] has shape"):
-        a.add([tf.ones([3]), tf.ones([])], weight=1)
-    with pytest.raises(TypeError, match="gradients must be a list"):
-        a.add(tf.ones([2]), weight=1)
+def _lso(scale=2.0**15):
+    return keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01), initial_scale=scale)
 
 
-def test_other_bad_arguments():
-    model = _model()
-    with pytest.raises(ValueError, match="variables is empty"):
-        acc.GradientAccumulator([])
-    with pytest.raises(TypeError, match="variables"):
-        acc.GradientAccumulator(tf.Variable(1.0))
-    with pytest.raises(TypeError, match="model"):
-        acc.accumulated_gradients("model", MSE, [])
-    with pytest.raises(TypeError, match="loss_fn"):
-        acc.accumulated_gradients(model, "mse", [])
-    with pytest.raises(TypeError, match="optimizer"):
-        acc.train_accumulated(model, "sgd", MSE, [], 2)
-    with pytest.raises(ValueError, match="gradient_accumulation_steps"):
-        acc.train_accumulated(model, keras.optimizers.SGD(gradient_accumulation_steps=2), MSE, [], 2)
-    with pytest.raises(ValueError, match="sizes add up"):
-        acc.micro_batches(_data(8), [4, 3])
+def _scaled_full_update(model, optimizer, x, y):
+    with tf.GradientTape() as tape:
+        scaled = optimizer.scale_loss(MSE(y, model(x, training=True)))
+    optimizer.apply_gradients(zip(tape.gradient(scaled, model.trainable_variables), model.trainable_variables))
+
+
+def test_loss_scaling_equals_the_full_batch_custom_loop_within_float16_noise(mixed_float16):
+    x, y = _regression(96, 0.0)
+    ours, ref, start = _mixed_model(), _mixed_model(), _mixed_model()
+    ref_opt, our_opt = _lso(), _lso()
+    for lo in (0, 48):
+        _scaled_full_update(ref, ref_opt, x[lo:lo + 48], y[lo:lo + 48])
+    acc.train_accumulated(ours, our_opt, MSE, acc.micro_batches((x, y), [16, 16, 16] * 2), 3, verbose=False)
+    moved = _max_diff(ref.get_weights(), start.get_weights())
+    assert moved > 1e-3  # not 1/32768 of it: the scale was applied and removed once
+    assert _max_diff(ours.get_weights(), ref.get_weights()) < 1e-2 * moved  # float16 rounding only
+    grads = acc.accumulated_gradients(start, MSE, acc.micro_batches((x, y), [48, 48]), optimizer=_lso())
+    with tf.GradientTape() as tape:
+        scaled = _lso().scale_loss(MSE(y, start(x, training=True)))
+    full = tape.gradient(scaled, start.trainable_variables)
+    assert _max_diff(grads, full) < 1e-2 * max(float(np.max(np.abs(g))) for g in full)
+
+
+def test_two_micro_batches_of_2048_do_not_overflow_where_the_full_4096_batch_is_finite(mixed_float16):
+    x, y = _regression(4096, 20.0)
+    ours, ref = _mixed_model(), _mixed_model()
+    ref_opt, our_opt = _lso(2.0**10), _lso(2.0**10)
+    _scaled_full_update(ref, ref_opt, x, y)
+    assert float(ref_opt.dynamic_scale.numpy()) == 2.0**10  # the full batch was finite: no skip
+    history = acc.train_accumulated(ours, our_opt, MSE, acc.micro_batches((x, y), [2048, 2048]), 2, verbose=False)
+    assert all(np.isfinite(w).all() for w in ours.get_weights()) and np.isfinite(history["loss"][0])
+    assert float(our_opt.dynamic_scale.numpy()) == 2.0**10 and int(our_opt.iterations.numpy()) == 1
+    moved = _max_diff(ref.get_weights(), _mixed_model().get_weights())
+    assert _max_diff(ours.get_weights(), ref.get_weights()) < 1e-2 * moved
+
+
+def test_an_overflowing_window_changes_no_weight_lowers_the_scale_and_resets(mixed_float16):
+    x, y = _regression(32, 0.0)
+    y[:2] = 6e4  # float16 overflow in the backward pass of the first micro-batch
+    model, optimizer = _mixed_model(), _lso()
+    before = _weights(model)
+    acc.train_accumulated(model, optimizer, MSE, acc.micro_batches((x, y), [16, 16]), 2, verbose=False)
+    assert _max_diff(model.get_weights(), before) == 0.0
+    assert float(optimizer.dynamic_scale.numpy()) == 2.0**14 and int(optimizer.iterations.numpy()) == 0
+    assert int(acc._LOOPS[model][0].accumulator.count) == 0
+    acc.train_accumulated(model, optimizer, MSE, acc.micro_batches((x[2:], y[2:]), [15, 15]), 2, verbose=False)
+    assert _max_diff(model.get_weights(), before) > 0  # the next, finite window applies
 
 
 # ----------------------------------------------------------------- MirroredStrategy (own process)
 
+_TWO_REPLICAS = textwrap.dedent("""
+    from helpers import runtime
+    runtime.setup(seed=0, replicas=2)
+    import numpy as np, tensorflow as tf, keras
+    from helpers import accumulation as acc
+    from helpers.accumulation import GradientAccumulator
 
-def test_accumulator_under_mirrored_strategy_on_two_cpus_matches_the_full_batch(fresh_python):
-    out = fresh_python("""
-        import tensorflow as tf
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        from helpers import runtime
-        runtime.setup(seed=0)
-        import numpy as np, keras
-        from helpers.accumulation import GradientAccumulator
+    strategy = tf.distribute.MirroredStrategy()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(33, 4)).astype("float32")
+    y = (x @ np.array([[1.0], [-2.0], [0.5], [0.0]])).astype("float32")
+""")
 
-        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-        rng = np.random.default_rng(0)
-        x = rng.normal(size=(32, 4)).astype("float32")
-        y = (x @ np.array([[1.0], [-2.0], [0.5], [0.0]])).astype("float32")
-        # A plain mean: Keras loss objects divide by the replica count under a strategy.
-        mse = lambda yt, yp: tf.reduce_mean(tf.square(yt - yp))
+
+
+def test_the_documented_accumulator_pattern_survives_an_empty_replica_shard(fresh_python):
+    out = fresh_python(_TWO_REPLICAS + textwrap.dedent("""
+        mse = lambda yt, yp: tf.reduce_mean(tf.square(yt - yp))  # a plain mean (NaN on an empty shard)
 
         def make():
             keras.utils.set_random_seed(0)
-            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"),
-                                     keras.layers.Dense(1)])
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
 
         ref = make()
         with tf.GradientTape() as tape:
             loss = mse(y, ref(x))
         keras.optimizers.SGD(0.1).apply_gradients(zip(tape.gradient(loss, ref.trainable_variables),
                                                       ref.trainable_variables))
-
         with strategy.scope():
             model = make()
             optimizer = keras.optimizers.SGD(0.1)
-            optimizer.build(model.trainable_variables)
             accumulator = GradientAccumulator(model.trainable_variables)
 
         def replica_step(xb, yb):
             with tf.GradientTape() as tape:
                 loss = mse(yb, model(xb, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            accumulator.add(grads, tf.cast(tf.shape(xb)[0], tf.float32))
-            return accumulator.total_weight  # replica context: summed over replicas
+            accumulator.add(tape.gradient(loss, model.trainable_variables), tf.cast(tf.shape(xb)[0], tf.float32))
 
         @tf.function
         def micro_step(batch):
-            return strategy.run(replica_step, args=batch)
+            strategy.run(replica_step, args=batch)
+
+        def replica_apply():  # Keras sums over replicas: replica 0 brings the mean
+            first = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group == 0, tf.float32)
+            grads = [g * first for g in accumulator.result()]
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            accumulator.reset()
 
         @tf.function
         def apply():
-            optimizer.apply_gradients(zip(accumulator.result(), model.trainable_variables))
-            accumulator.reset()
+            strategy.run(replica_apply)
 
-        batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)  # 4 micro-batches, 4 + 4 per replica
-        seen = [micro_step(b) for b in strategy.experimental_distribute_dataset(batches)]
-        print("replica totals", [float(t) for t in strategy.experimental_local_results(seen[-1])])
+        batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)  # the last batch: 1 example, 2 replicas
+        for batch in strategy.experimental_distribute_dataset(batches):
+            micro_step(batch)
         print("count", int(accumulator.count), "weight", float(accumulator.total_weight))
         apply()
         diff = max(np.abs(a - b).max() for a, b in zip(ref.get_weights(), model.get_weights()))
         print("equal", bool(diff < 1e-6), "count after apply", int(accumulator.count))
-        print("add traces", accumulator.tracing_count())
-
-        try:
-            with strategy.scope():
-                builtin = make()
-                builtin.compile(optimizer=keras.optimizers.SGD(0.1, gradient_accumulation_steps=4), loss="mse")
-            builtin.fit(x, y, batch_size=8, shuffle=False, verbose=0)
-            print("keras builtin: ran")
-        except Exception as error:
-            print("keras builtin: failed with", type(error).__name__)
-    """)
+    """))
     lines = out.splitlines()
-    assert "replica totals [32.0, 32.0]" in lines
-    assert "count 4 weight 32.0" in lines
+    assert "count 5 weight 33.0" in lines
     assert "equal True count after apply 0" in lines
-    assert "add traces 2" in lines  # traced once per replica, then reused
-    # keras-team/keras#20582. If this starts to pass, Keras fixed it: update notebook 02's text.
-    assert "keras builtin: failed with RuntimeError" in lines
 
 
-# ----------------------------------------------------------------- the exercise checker
+def test_helpers_train_on_every_replica_inside_and_outside_the_scope(fresh_python):
+    out = fresh_python(_TWO_REPLICAS + textwrap.dedent("""
+        mse = keras.losses.MeanSquaredError()  # divides by the replica count under a strategy: undone
 
+        def make(bn=False):
+            keras.utils.set_random_seed(0)
+            layers = [keras.Input((4,)), keras.layers.Dense(8, activation="tanh", kernel_regularizer="l2")]
+            return keras.Sequential(layers + [keras.layers.BatchNormalization()] * bn + [keras.layers.Dense(1)])
 
-def test_checker_accepts_the_reference_solution(capsys):
-    check_accumulate(acc.accumulated_gradients)
-    assert capsys.readouterr().out.startswith("Correct: ")
+        opt = lambda: keras.optimizers.AdamW(0.05, weight_decay=0.1, global_clipnorm=0.5)
+        ref, ref_opt = make(), opt()
+        for lo in (0, 16, 32):  # windows of 2 x 8 examples; the last one holds 1 example (an empty shard)
+            with tf.GradientTape() as tape:
+                loss = mse(y[lo:lo + 16], ref(x[lo:lo + 16], training=True)) + tf.add_n(ref.losses)
+            ref_opt.apply_gradients(zip(tape.gradient(loss, ref.trainable_variables), ref.trainable_variables))
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+        for where in ("inside", "outside"):
+            with strategy.scope():
+                model, optimizer = make(), opt()
+                if where == "inside":
+                    h = acc.train_accumulated(model, optimizer, mse, data, 2, verbose=False)
+            if where == "outside":
+                h = acc.train_accumulated(model, optimizer, mse, data, 2, verbose=False)
+            diff = max(np.abs(a - b).max() for a, b in zip(ref.get_weights(), model.get_weights()))
+            print(where, h["examples"], "equal", bool(diff < 1e-6))
+        with strategy.scope():
+            bn, bn_opt = make(bn=True), opt()
+        acc.train_accumulated(bn, bn_opt, mse, data, 2, verbose=False)
+        print("batchnorm finite", all(np.isfinite(w).all() for w in bn.get_weights()))
+        grads = acc.accumulated_gradients(model, mse, acc.micro_batches((x, y), [8, 8, 8, 8, 1]))
+        print("gradients", len(grads))
 
+        class Flat(keras.Model):  # rank-1 outputs and targets: Keras does not divide this loss
+            def __init__(self):
+                super().__init__()
+                self.dense = keras.layers.Dense(1)
 
-def test_checker_rejects_the_stub():
-    def accumulate(model, loss_fn, micro_batches):
-        raise NotImplementedError()
+            def call(self, x):
+                return tf.squeeze(self.dense(x), -1)
 
-    with pytest.raises(CheckFailed, match="not written yet"):
-        check_accumulate(accumulate)
-
-
-def _per_batch(model, loss_fn, micro_batches):
-    out = []
-    for x, y in micro_batches:
+        keras.utils.set_random_seed(0)
+        flat = Flat()
+        flat(x)
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
+            loss = mse(y[:, 0], flat(x))
+        expected = tape.gradient(loss, flat.trainable_variables)
+        with strategy.scope():
+            keras.utils.set_random_seed(0)
+            flat2 = Flat()
+            flat2(x)
+        got = acc.accumulated_gradients(flat2, mse, acc.micro_batches((x, y[:, 0]), [8, 8, 8, 8, 1]))
+        print("rank-1 equal", max(float(np.abs(a - b).max()) for a, b in zip(got, expected)) < 1e-6)
+        plain, outside = make(), keras.optimizers.SGD(0.1)
+        for call in (lambda: acc.accumulated_gradients(plain, mse, [(x, y)]),
+                     lambda: acc.train_accumulated(model, outside, mse, data, 2)):
+            try:
+                with strategy.scope():
+                    call()
+            except ValueError as error:
+                print("refused:", str(error).split(":")[0])
+    """))
+    lines = out.splitlines()
+    assert "inside [16, 16, 1] equal True" in lines and "outside [16, 16, 1] equal True" in lines
+    assert "batchnorm finite True" in lines and "gradients 4" in lines and "rank-1 equal True" in lines
+    assert "refused: model ('sequential_4') was created outside strategy.scope()" in lines
+    assert "refused: optimizer was created outside strategy.scope() while the model was created inside" in lines
+# ----------------------------------------------------------------- the exercise checkers
+
+
+NB = "02_gradient_accumulation"
+
+
+def _check(name):
+    from helpers.exercises import checker
+
+    return getattr(checker("accumulation"), name)
+
+
+@pytest.mark.parametrize("name, check", [("accumulate", "check_accumulate"), ("means_gradient", "check_means_gradient")])
+def test_checkers_accept_the_notebook_answer_and_reject_its_stub(name, check, capsys):
+    _check(check)(answer(NB, name))
+    assert capsys.readouterr().out.startswith("Correct: ")
+    with pytest.raises(CheckFailed, match="not written yet"):
+        _check(check)(stub(NB, name))
+
+
+def test_the_notebook_answer_also_passes_when_compiled_with_tf_function():
+    _check("check_accumulate")(tf.function(answer(NB, "accumulate")))
+
+
+def _whole_batch(model, loss_fn, x, y, max_examples):  # joins the micro-batches again
+    parts = [x[i:i + max_examples] for i in range(0, int(x.shape[0]), max_examples)]
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(tf.concat(parts, 0), training=True))
+    return tape.gradient(loss, model.trainable_variables)
+
+
+def _per_part(model, loss_fn, x, y, max_examples):
+    out = []
+    for i in range(0, int(x.shape[0]), max_examples):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y[i:i + max_examples], model(x[i:i + max_examples], training=True))
         out.append(tape.gradient(loss, model.trainable_variables))
     return out
 
 
-def test_checker_catches_equal_weighting_without_giving_the_answer():
-    def equal_weights(model, loss_fn, micro_batches):
-        return [tf.add_n(list(gs)) / len(gs) for gs in zip(*_per_batch(model, loss_fn, micro_batches))]
+@pytest.mark.parametrize("wrong, hint", [
+    (_whole_batch, "ran the model on 12 examples at once, but this device holds at most 5"),
+    (lambda *a: [tf.add_n(list(g)) / len(g) for g in zip(*_per_part(*a))], "averaged 3 micro-batches of sizes 5, 5, 2 equally"),
+    (lambda *a: [tf.add_n(list(g)) for g in zip(*_per_part(*a))], "is the sum of the 3 micro-batch gradients"),
+    (lambda model, *a: [tf.zeros([1])], "trainable variables, accumulate returned 1 gradients"),
+    (lambda model, *a: None, "must return a list"),
+], ids=["tf.concat", "equal weights", "sum", "wrong length", "None"])
+def test_check_accumulate_names_the_mistake_without_the_answer(wrong, hint):
+    with pytest.raises(CheckFailed) as info:
+        _check("check_accumulate")(wrong)
+    message = str(info.value)
+    assert hint in message and "\n" not in message
+    for giveaway in ("* n", "n_k", "share", "tf.shape", "/ n", "multiply"):
+        assert giveaway not in message
 
-    with pytest.raises(CheckFailed, match="equally") as info:
-        check_accumulate(equal_weights)
-    hint = str(info.value)
-    assert "5, 5, 2" in hint
-    for giveaway in ("* n", "weight them by", "tf.shape", "multiply", "divide by"):
-        assert giveaway not in hint
+
+def test_check_accumulate_refuses_an_answer_that_applies_the_gradient():
+    def applies(model, loss_fn, x, y, max_examples):
+        grads = answer(NB, "accumulate")(model, loss_fn, x, y, max_examples)
+        keras.optimizers.SGD(0.1).apply_gradients(zip(grads, model.trainable_variables))
+        return grads
+
+    with pytest.raises(CheckFailed, match="weights changed"):
+        _check("check_accumulate")(applies)
 
 
-def test_checker_catches_a_sum_and_a_wrong_length():
-    def summed(model, loss_fn, micro_batches):
-        return [tf.add_n(list(gs)) for gs in zip(*_per_batch(model, loss_fn, micro_batches))]
+def _plain_means(model, micro_batches):  # each micro-batch's own loss, weighted by size
+    n = sum(int(x.shape[0]) for x, _ in micro_batches)
+    total = None
+    for x, y in micro_batches:
+        with tf.GradientTape() as tape:
+            loss = tf.square(tf.reduce_mean(model(x, training=True)) - tf.reduce_mean(y))
+        grads = [int(x.shape[0]) / n * g for g in tape.gradient(loss, model.trainable_variables)]
+        total = grads if total is None else [a + b for a, b in zip(total, grads)]
+    return total
 
-    with pytest.raises(CheckFailed, match="sum"):
-        check_accumulate(summed)
-    with pytest.raises(CheckFailed, match="trainable variables"):
-        check_accumulate(lambda model, loss_fn, micro_batches: [tf.zeros([1])])
+
+def _joined_means(model, micro_batches):
+    x, y = tf.concat([a for a, _ in micro_batches], 0), tf.concat([b for _, b in micro_batches], 0)
+    with tf.GradientTape() as tape:
+        loss = tf.square(tf.reduce_mean(model(x, training=True)) - tf.reduce_mean(y))
+    return tape.gradient(loss, model.trainable_variables)
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (_plain_means, "not the loss of the whole batch's means"),
+    (_joined_means, "ran the model on 12 examples at once"),
+    (lambda model, parts: [2 * g for g in answer(NB, "means_gradient")(model, parts)], "off by a factor of 2"),
+], ids=["plain accumulation", "tf.concat", "factor 2"])
+def test_check_means_gradient_names_the_mistake_without_the_answer(wrong, hint):
+    with pytest.raises(CheckFailed) as info:
+        _check("check_means_gradient")(wrong)
+    message = str(info.value)
+    assert hint in message and "\n" not in message
+    for giveaway in ("slope", "output_gradients", "2 * (", "reduce_sum"):
+        assert giveaway not in message
+
+
+def test_a_patched_checker_module_does_not_change_the_next_check():
+    import helpers.exercises.accumulation as installed
+
+    installed._TOLERANCE = 1e9  # what an answer cell could try
+    try:
+        with pytest.raises(CheckFailed):
+            _check("check_accumulate")(lambda *a: [tf.zeros_like(v) for v in a[0].trainable_variables])
+    finally:
+        installed._TOLERANCE = 1e-5
+
+
+def test_loss_scaling_on_two_replicas_matches_the_full_batch_and_skips_an_overflowing_window(fresh_python):
+    out = fresh_python("""
+        from helpers import runtime
+        runtime.setup(seed=0, replicas=2)
+        import numpy as np, tensorflow as tf, keras
+        from helpers import accumulation as acc
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        strategy = tf.distribute.MirroredStrategy()
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(33, 8)).astype("float32")
+        y = (x[:, :1] + 1).astype("float32")
+        mse = keras.losses.MeanSquaredError()
+
+        def make():
+            keras.utils.set_random_seed(0)
+            return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="tanh"),
+                                     keras.layers.Dense(1, dtype="float32")])
+
+        lso = lambda: keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+        ref, ref_opt = make(), lso()
+        for lo in (0, 16, 32):
+            with tf.GradientTape() as tape:
+                scaled = ref_opt.scale_loss(mse(y[lo:lo + 16], ref(x[lo:lo + 16], training=True)))
+            ref_opt.apply_gradients(zip(tape.gradient(scaled, ref.trainable_variables), ref.trainable_variables))
+        with strategy.scope():
+            model, optimizer = make(), lso()
+        acc.train_accumulated(model, optimizer, mse, tf.data.Dataset.from_tensor_slices((x, y)).batch(8), 2,
+                              verbose=False)
+        moved = max(np.abs(a - b).max() for a, b in zip(make().get_weights(), ref.get_weights()))
+        gap = max(np.abs(a - b).max() for a, b in zip(ref.get_weights(), model.get_weights()))
+        print("float16 noise only", bool(moved > 0.1 and gap < 1e-2 * moved))
+
+        with strategy.scope():
+            model, optimizer = make(), lso()
+        y[:2] = 6e4  # overflows the float16 backward pass of the first micro-batch
+        before = model.get_weights()
+        acc.train_accumulated(model, optimizer, mse, acc.micro_batches((x[:16], y[:16]), [8, 8]), 2, verbose=False)
+        print("overflow: unchanged", all((a == b).all() for a, b in zip(before, model.get_weights())),
+              "scale", float(optimizer.dynamic_scale.numpy()))
+    """)
+    lines = out.splitlines()
+    assert "float16 noise only True" in lines
+    assert "overflow: unchanged True scale 16384.0" in lines

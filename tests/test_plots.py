@@ -32,6 +32,20 @@ def test_evaluations_per_dequeue_marks_each_dequeue_and_each_accepted_iterate():
 # --------------------------------------------------------------------------- 02 gradient accumulation
 
 
+def test_accumulation_memory_and_curves_draws_both_panels():
+    import pytest
+
+    fig = plots.accumulation_memory_and_curves([64, 32, 16], [3.0, 1.6, 0.9],
+                                               {"full batch": [1.0, 0.6], "accumulated": [1.0, 0.6]}, effective=64)
+    left, right = fig.axes
+    assert list(left.lines[0].get_ydata()) == [3.0, 1.6, 0.9] and len(right.lines) == 2
+    assert [t.get_text() for t in right.get_legend().get_texts()] == ["full batch", "accumulated"]
+    with pytest.raises(ValueError, match="equal length"):
+        plots.accumulation_memory_and_curves([64], [1.0, 2.0], {"a": [1.0]}, effective=64)
+    with pytest.raises(ValueError, match="curves is empty"):
+        plots.accumulation_memory_and_curves([64], [1.0], {}, effective=64)
+
+
 # --------------------------------------------------------------------------- 03 batch iteration
 
 

@@ -5,238 +5,58 @@ the other, add them up weighted by micro-batch size, and apply the optimizer onc
 is a mean over examples, the result is the gradient of the large batch, while memory only ever
 holds one micro-batch's activations.
 
-* :class:`GradientAccumulator`: one non-trainable variable per trainable variable; ``add``,
-  ``result`` (the size-weighted mean), ``reset``, ``count``. Compiled; works under
-  ``tf.distribute.MirroredStrategy``.
+* :class:`GradientAccumulator` (from :mod:`helpers.gradient_accumulator`): one float32 variable per
+  trainable variable; ``add``, ``result`` (the size-weighted mean), ``reset``, ``count``.
 * :func:`accumulated_gradients`: the large-batch gradient, computed one micro-batch at a time.
-* :func:`train_accumulated`: a training loop with one optimizer update per ``accumulation_steps``
-  micro-batches; a leftover partial window at the end of an epoch is applied, weighted by size.
-* :func:`micro_batches`: split one ``(x, y)`` batch into micro-batches of given sizes.
+* :func:`train_accumulated`: one optimizer update per ``accumulation_steps`` micro-batches.
+* :func:`micro_batches`: split one batch into micro-batches of given sizes.
 
-Calling convention (as in every helper module): a batch is an ``(x, y)`` pair and
-``loss_fn(y_true, y_pred)`` returns the scalar *mean* loss over the batch (a Keras loss works).
+Both functions follow Keras' rules: the trainable variables are read at every call, the loss is
+the one ``fit`` minimises (``loss_fn`` plus ``model.losses``), ``(x, y, sample_weight)`` batches
+are weighted as ``fit`` weights them, a ``LossScaleOptimizer`` scales the loss (mixed precision),
+and a model built in ``strategy.scope()`` is trained over all its replicas. What they cannot do
+right (a per-example loss, an endless dataset, ...) is refused before any state changes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import itertools
+import warnings
 import weakref
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import tensorflow as tf
 import keras
 
+from helpers import plumbing
+from helpers.gradient_accumulator import GradientAccumulator
 from helpers.arguments import require_int
 from helpers.progress import Progress
 
-LossFn = Callable[[Any, Any], Any]
+LossFn = Callable[..., Any]
+_MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
-__all__ = [
-    "GradientAccumulator",
-    "accumulated_gradients",
-    "train_accumulated",
-    "micro_batches",
-    "num_examples",
-]
+__all__ = ["GradientAccumulator", "accumulated_gradients", "train_accumulated", "micro_batches"]
 
 
-# --------------------------------------------------------------------------- the accumulator
-
-
-class GradientAccumulator:
-    """Size-weighted running mean of gradients, stored in non-trainable variables.
-
-    ``add(gradients, weight)`` adds ``weight * gradient`` to one accumulator variable per model
-    variable and ``weight`` to a running total; ``result()`` divides the two, so it returns the
-    weighted mean of everything added since the last ``reset()``. Use the micro-batch's number
-    of examples as its weight: then ``result()`` is the gradient of the mean loss over all the
-    examples, exactly as if they had been one batch.
-
-    A ``None`` gradient (the loss does not use that variable) counts as zero.
-
-    Under ``tf.distribute.MirroredStrategy`` create it inside ``strategy.scope()`` and call ``add``
-    inside ``strategy.run``: each replica accumulates its own share (the variables are
-    ``ON_READ``), and ``result()`` sums shares and weights over replicas, so it is the weighted
-    mean over every example on every replica, in either context. Apply it in cross-replica
-    context (outside ``strategy.run``), where the optimizer does not sum over replicas again.
-
-    >>> v = tf.Variable([1.0, 2.0])
-    >>> acc = GradientAccumulator([v])
-    >>> acc.add([tf.constant([1.0, 1.0])], weight=3)
-    >>> acc.add([tf.constant([5.0, 9.0])], weight=1)
-    >>> [round(float(g), 2) for g in acc.result()[0]], int(acc.count)
-    ([2.0, 3.0], 2)
-    >>> acc.reset(); int(acc.count)
-    0
-    """
-
-    def __init__(self, variables: Sequence[tf.Variable]):
-        if isinstance(variables, (tf.Variable, keras.Variable)) or not isinstance(variables, Sequence):
-            raise TypeError(f"variables must be a list of variables, got {type(variables).__name__}")
-        variables = list(variables)
-        if not variables:
-            raise ValueError("variables is empty: pass the model's trainable variables")
-        for i, v in enumerate(variables):
-            if not isinstance(v, (tf.Variable, keras.Variable)):
-                raise TypeError(f"variables[{i}] is a {type(v).__name__}, not a variable")
-        self.variables = variables
-        on_read = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ)
-        self._sums = [
-            tf.Variable(tf.zeros(v.shape, _dtype(v)), name=f"accumulated_{i}",
-                        aggregation=tf.VariableAggregation.SUM, **on_read)
-            for i, v in enumerate(variables)
-        ]
-        self._total = tf.Variable(0.0, name="accumulated_weight",
-                                  aggregation=tf.VariableAggregation.SUM, **on_read)
-        # Every replica adds once per micro-step, so the first replica's count is the global count.
-        self._count = tf.Variable(0, dtype=tf.int64, name="accumulated_count",
-                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, **on_read)
-        specs = [tf.TensorSpec(v.shape, _dtype(v)) for v in variables]
-        self._add_fn = tf.function(self._add, input_signature=[specs, tf.TensorSpec([], tf.float32)])
-        self._reset_fn = tf.function(self._reset, input_signature=[])
-
-    # -- public API
-
-    @property
-    def count(self) -> tf.Tensor:
-        """How many gradients were added since the last reset (an int64 scalar)."""
-        return self._count.read_value()
-
-    @property
-    def total_weight(self) -> tf.Tensor:
-        """Sum of the weights added since the last reset (over all replicas)."""
-        return self._read(self._total)
-
-    def add(self, gradients: Sequence[tf.Tensor | None], weight: Any = 1.0) -> None:
-        """Add ``weight * gradients`` (one gradient per variable, ``None`` counts as zero).
-
-        ``weight`` must be positive: normally the micro-batch's number of examples.
-        """
-        filled = self._filled(gradients)
-        if isinstance(weight, bool):
-            raise TypeError("weight must be a number (the micro-batch size), got bool")
-        if not tf.is_tensor(weight) or tf.executing_eagerly():
-            value = float(weight)
-            if not value > 0:
-                raise ValueError(f"weight must be > 0 (the micro-batch's number of examples), got {value:g}")
-        self._add_fn(filled, tf.cast(weight, tf.float32))
-
-    def _filled(self, gradients) -> list[tf.Tensor]:
-        """Check ``gradients`` against the variables; ``None`` becomes zeros, dtypes follow the variables."""
-        if isinstance(gradients, (tf.Tensor, tf.Variable)) or not isinstance(gradients, Sequence):
-            raise TypeError(f"gradients must be a list with one gradient per variable, "
-                            f"got {type(gradients).__name__}")
-        if len(gradients) != len(self.variables):
-            raise ValueError(f"gradients has {len(gradients)} entries but the accumulator holds "
-                             f"{len(self.variables)} variables: pass one gradient per variable, in order")
-        filled = []
-        for i, (g, v) in enumerate(zip(gradients, self.variables)):
-            if g is None:
-                filled.append(tf.zeros(v.shape, _dtype(v)))
-                continue
-            if isinstance(g, tf.IndexedSlices):
-                g = tf.convert_to_tensor(g)
-            g = tf.convert_to_tensor(g)
-            if not g.shape.is_compatible_with(v.shape):
-                raise ValueError(f"gradients[{i}] has shape {g.shape} but variable {_name(v)} has "
-                                 f"shape {v.shape}: the gradients do not match the variables")
-            filled.append(tf.cast(g, _dtype(v)))
-        return filled
-
-    def result(self) -> list[tf.Tensor]:
-        """The weighted mean of the gradients added since the last reset (zeros if none)."""
-        total = self._read(self._total)
-        safe = tf.where(total > 0, total, tf.ones_like(total))
-        return [self._read(s) / tf.cast(safe, s.dtype) for s in self._sums]
-
-    def reset(self) -> None:
-        """Set the sums, the total weight and the count back to zero."""
-        self._reset_fn()
-
-    def _result_with_scaled(self, scaled, weight):
-        """``result()`` as it would be after one more add of ``scaled`` (gradients already multiplied
-        by ``weight``), without writing the sums. For a compiled body only; it skips storing the last
-        gradient and reading it back.
-        """
-        total = self._read(self._total) + weight
-        safe = tf.where(total > 0, total, tf.ones_like(total))
-        return [(self._read(s) + g) / tf.cast(safe, s.dtype) for s, g in zip(self._sums, scaled)]
-
-    def tracing_count(self) -> int:
-        """How many times ``add`` was traced (1 after any number of calls)."""
-        return self._add_fn.experimental_get_tracing_count()
-
-    # -- compiled bodies
-
-    def _add(self, gradients, weight):
-        tf.debugging.assert_positive(weight, message="weight must be > 0 (the micro-batch's number of examples)")
-        self._add_scaled([g * tf.cast(weight, s.dtype) for s, g in zip(self._sums, gradients)], weight)
-
-    def _add_scaled(self, scaled, weight):
-        """Add gradients already multiplied by ``weight`` (compiled bodies whose caller checked ``weight``)."""
-        for s, g in zip(self._sums, scaled):
-            s.assign_add(g)
-        self._total.assign_add(weight)
-        self._count.assign_add(1)
-
-    def _reset(self):
-        for s in self._sums:
-            s.assign(tf.zeros_like(s))
-        self._total.assign(0.0)
-        self._count.assign(0)
-
-    @staticmethod
-    def _read(variable: tf.Variable) -> tf.Tensor:
-        """Sum over replicas whether called in replica or in cross-replica context."""
-        if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context():
-            return variable.read_value()  # an ON_READ SUM variable reads as the sum over replicas
-        context = tf.distribute.get_replica_context()
-        if context is not None and context.num_replicas_in_sync > 1:
-            return context.all_reduce(tf.distribute.ReduceOp.SUM, variable.read_value())
-        return variable.read_value()
-
-
-def _dtype(variable) -> tf.DType:
-    return tf.as_dtype(variable.dtype)
-
-
-def _name(variable) -> str:
-    return getattr(variable, "path", None) or getattr(variable, "name", "?")
-
-
-# --------------------------------------------------------------------------- batches
-
-
-def num_examples(x: Any) -> tf.Tensor:
-    """Number of examples in ``x`` (the first input's leading dimension; rows of a ragged tensor).
-
-    >>> int(num_examples(tf.zeros([5, 3])))
-    5
-    """
-    first = tf.nest.flatten(x, expand_composites=False)[0]
-    if isinstance(first, tf.RaggedTensor):
-        return first.nrows()
-    return tf.shape(first, out_type=tf.int64)[0]
-
-
-def _count_examples(x: Any) -> int:
-    """Python int of :func:`num_examples`, from the static shape when it is known (no device sync)."""
-    first = tf.nest.flatten(x)[0]
-    if not isinstance(first, tf.RaggedTensor):
-        shape = getattr(first, "shape", None)
-        if shape is not None and len(shape) > 0 and shape[0] is not None:
-            return int(shape[0])
-    return int(num_examples(x))
-
-
-def micro_batches(batch: tuple[Any, Any], sizes: Sequence[int]) -> list[tuple[Any, Any]]:
-    """Split one ``(x, y)`` batch into consecutive micro-batches of the given ``sizes``.
+def micro_batches(batch: tuple, sizes: Sequence[int]) -> list[tuple]:
+    """Split one ``(x, y)`` or ``(x, y, sample_weight)`` batch into consecutive micro-batches.
 
     >>> parts = micro_batches((tf.zeros([12, 2]), tf.zeros([12])), [5, 5, 2])
     >>> [int(x.shape[0]) for x, _ in parts]
     [5, 5, 2]
     """
-    x, y = _as_pair(batch, "batch")
-    n = int(num_examples(x))
+    parts_in = plumbing.unpack_batch(batch, "batch")
+    names = ("x", "y", "sample_weight")
+    present = [(name, part) for name, part in zip(names, parts_in) if part is not None]
+    n = plumbing.count_examples(parts_in[0])
+    for name, part in present:
+        rows = {plumbing.count_examples(leaf) for leaf in tf.nest.flatten(part)} - {n}
+        if rows:
+            raise ValueError(f"batch's {name} has {rows.pop()} rows but x has {n} examples: "
+                             "every part of a batch needs one row per example")
     sizes = list(sizes)
     if not sizes:
         raise ValueError("sizes is empty: give at least one micro-batch size")
@@ -244,193 +64,302 @@ def micro_batches(batch: tuple[Any, Any], sizes: Sequence[int]) -> list[tuple[An
         require_int(f"sizes[{i}]", s, minimum=1)
     if sum(sizes) != n:
         raise ValueError(f"sizes add up to {sum(sizes)} but the batch has {n} examples")
-    parts, start = [], 0
-    for s in sizes:
-        cut = lambda t: t[start:start + s]  # noqa: E731
-        parts.append((tf.nest.map_structure(cut, x), tf.nest.map_structure(cut, y)))
-        start += s
-    return parts
+    bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    return [tuple(tf.nest.map_structure(lambda t: t[lo:hi], part) for _, part in present)
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
-def _as_pair(batch: Any, where: str) -> tuple[Any, Any]:
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise TypeError(f"{where} must be an (x, y) pair, got {type(batch).__name__}")
-    return batch[0], batch[1]
+# --------------------------------------------------------------------------- one compiled loop per model
 
 
-# --------------------------------------------------------------------------- compiled micro-step
+class _Loop:
+    """The compiled micro-step, update and fused "last micro-step + update" for one model (held
+    weakly), one ``loss_fn`` and one set of trainable variables. It alone uses its accumulator."""
 
+    def __init__(self, model: keras.Model, loss_fn: LossFn, strategy: tf.distribute.Strategy):
+        self._model = weakref.ref(model)
+        self._loss = _weak(loss_fn)
+        self.key = plumbing.trainable_key(model)
+        self.variables = list(model.trainable_variables)
+        self.strategy = strategy
+        self.replicas = strategy.num_replicas_in_sync
+        with strategy.scope():
+            self.accumulator = GradientAccumulator(self.variables)
+        self._steps: dict = {}  # batch signature -> compiled micro-step
+        self._updates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> {signature: fn}
 
-def _relaxed(value: Any) -> tf.TypeSpec:
-    """A spec for ``value`` with the batch dimension left open (one trace for every size)."""
-    if isinstance(value, tf.RaggedTensor):
-        spec = tf.type_spec_from_value(value)
-        return tf.RaggedTensorSpec([None] + spec.shape[1:].as_list(), spec.dtype, spec.ragged_rank,
-                                   spec.row_splits_dtype)
-    value = tf.convert_to_tensor(value)
-    return tf.TensorSpec([None] + value.shape[1:].as_list(), value.dtype)
+    def loss_fn(self) -> LossFn | None:
+        return self._loss()
 
-
-class _MicroStep:
-    """Compiled ``(x, y) -> (loss, n)`` that adds the micro-batch's gradient to an accumulator."""
-
-    def __init__(self, model: keras.Model, loss_fn: LossFn, accumulator: GradientAccumulator,
-                 variables: Sequence[tf.Variable]):
-        self._model = weakref.ref(model)  # the cache below must not keep the model alive
-        self.loss_fn, self.accumulator = loss_fn, accumulator
-        self.variables = list(variables)
-        self._fn = None
-        self._signature = None
-        # False once anything may have been added since the last reset/apply; then the next
-        # window starts with a reset. True lets a window start without that extra compiled call.
-        self.clean = False
-
-    def __call__(self, x, y):
-        if self._fn is None:
-            self._signature = [tf.nest.map_structure(_relaxed, x), tf.nest.map_structure(_relaxed, y)]
-            self._fn = tf.function(self._step, input_signature=self._signature)
-        self.clean = False
-        return self._fn(x, y)
-
-    def reset(self) -> None:
-        """Reset the accumulator (skipped when nothing was added since the last reset or update)."""
-        if not self.clean:
+    @contextlib.contextmanager
+    def emptied_on_error(self):
+        """Every update and every result leaves the accumulator empty; so does a failed call."""
+        try:
+            yield
+        except BaseException:
             self.accumulator.reset()
-            self.clean = True
+            raise
 
-    def _scaled_gradients(self, x, y):
-        """Mean loss, the gradients of ``n * loss`` (so already weighted by size), ``n`` and its float.
+    def micro_step(self, batch: tuple) -> Callable:
+        """Compiled ``(batch, scale) -> (sum of loss x examples, examples)`` that adds to the accumulator."""
+        signature = plumbing.relaxed_signature(batch)
+        if signature not in self._steps:
+            self._steps[signature] = tf.function(self._micro, input_signature=[signature, _SCALAR])
+        return self._steps[signature]
 
-        Weighting the scalar loss before the backward pass costs one multiply instead of one per
-        gradient element. The callers have checked in Python that ``n > 0``.
-        """
-        n = num_examples(x)
-        with tf.GradientTape() as tape:
-            loss = self.loss_fn(y, self._model()(x, training=True))
-            scaled_loss = loss * tf.cast(n, loss.dtype)
-        scaled = self.accumulator._filled(tape.gradient(scaled_loss, self.variables))
-        return loss, scaled, n, tf.cast(n, tf.float32)
+    def update(self, optimizer, batch: tuple | None) -> Callable:
+        """Compiled update: ``()`` applies the window; with a batch, ``(batch, scale)`` adds it first."""
+        per_optimizer = self._updates.setdefault(optimizer, {})
+        signature = None if batch is None else plumbing.relaxed_signature(batch)
+        if signature not in per_optimizer:
+            opt = weakref.ref(optimizer)  # the cache must not keep the optimizer alive
+            if batch is None:
+                fn = tf.function(lambda: self._apply(opt()), input_signature=[])
+            else:
+                fn = tf.function(lambda b, s: self._micro_and_apply(opt(), b, s), input_signature=[signature, _SCALAR])
+            per_optimizer[signature] = fn
+        return per_optimizer[signature]
 
-    def _step(self, x, y):
-        loss, scaled, n, weight = self._scaled_gradients(x, y)
-        self.accumulator._add_scaled(scaled, weight)
-        return loss, n
+    def _micro(self, batch, scale):
+        if self.replicas == 1:
+            return self._replica_micro(batch, scale)
+        loss_sum, n = self.strategy.run(self._replica_micro, args=(batch, scale))
+        reduce = lambda t: self.strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None)  # noqa: E731
+        return reduce(loss_sum), reduce(n)
 
-    def step_and_apply(self, optimizer, x, y):
-        """The last micro-step of a window fused with the update, in one compiled call.
+    def _replica_micro(self, batch, scale):
+        if self.replicas > 1:  # this replica's contiguous share of the micro-batch, maybe empty
+            replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int64)
+            n = plumbing.num_examples(batch[0])
+            lo, hi = n * replica // self.replicas, n * (replica + 1) // self.replicas
+            batch = tf.nest.map_structure(lambda t: t[lo:hi], batch)
+        n = plumbing.num_examples(batch[0])
 
-        Same numbers as ``self(x, y)`` followed by ``_apply_fn(optimizer, ...)()``: the weighted mean
-        includes this micro-batch's gradient, the optimizer applies it, the accumulator is reset.
-        It saves one compiled call per update and the write and re-read of the last gradient.
-        """
-        if self._fn is None:  # the first micro-batch fixes the signature (batch dimension open)
-            self._signature = [tf.nest.map_structure(_relaxed, x), tf.nest.map_structure(_relaxed, y)]
-            self._fn = tf.function(self._step, input_signature=self._signature)
-        fn = _fused_fn(optimizer, self)
-        self.clean = False
-        result = fn(x, y)
-        self.clean = True
+        def forward_backward():
+            with tf.GradientTape() as tape:
+                loss, weight = self._loss_and_weight(*plumbing.unpack_batch(batch, "batch"))
+                scaled = tf.cast(loss, tf.float32) * scale  # the loss scale, before the backward pass
+            return loss, weight, tape.gradient(scaled, self.variables)
+
+        if self.replicas == 1:
+            loss, weight, grads = forward_backward()
+        else:  # an empty shard runs no layer (BatchNorm would record NaN statistics)
+            missing: list[int] = []
+
+            def run():
+                loss, weight, grads = forward_backward()
+                missing[:] = [i for i, g in enumerate(grads) if g is None]
+                return [tf.cast(loss, tf.float32), weight] + [
+                    tf.zeros(v.shape, v.dtype) if g is None else tf.cast(g, v.dtype) for g, v in zip(grads, self.variables)]
+
+            def skip():
+                return [tf.zeros([]), tf.zeros([])] + [tf.zeros(v.shape, v.dtype) for v in self.variables]
+
+            out = tf.cond(n > 0, run, skip)
+            loss, weight = out[0], out[1]
+            grads = [None if i in missing else g for i, g in enumerate(out[2:])]
+        self.accumulator.add(grads, weight)
+        return tf.math.multiply_no_nan(tf.cast(loss, tf.float32), tf.cast(n, tf.float32)), n
+
+    def _loss_and_weight(self, x, y, sample_weight):
+        """The loss Keras' ``fit`` minimises for this batch, and the batch's weight in the mean."""
+        loss_fn = self._loss()
+        y_pred = self._model()(x, training=True)
+        if getattr(y_pred, "_keras_mask", None) is not None:
+            raise ValueError("the model's output carries a Keras mask: the loss is then a mean over unmasked "
+                             "entries, not over examples, and micro-batch means cannot be weighted by size")
+        loss = plumbing.scalar_loss(loss_fn, y, y_pred, sample_weight) * self._replica_factor(loss_fn, y, y_pred)
+        loss = loss + plumbing.regularization_loss(self._model(), loss.dtype)
+        weight = tf.cast(plumbing.num_examples(x), tf.float32)
+        if sample_weight is not None and getattr(loss_fn, "reduction", None) == "mean_with_sample_weight":
+            weight = tf.reduce_sum(tf.cast(sample_weight, tf.float32))
+        return loss, weight
+
+    def _replica_factor(self, loss_fn, y, y_pred) -> float:
+        """Undo Keras' division by the replica count: a Keras loss object divides its mean by it
+        under a strategy (for ``fit``, which sums over replicas), unless its per-example values
+        are a single number."""
+        if self.replicas == 1 or not isinstance(loss_fn, keras.losses.Loss):
+            return 1.0
+        values = loss_fn.call(tf.cast(y, loss_fn.dtype), tf.cast(y_pred, loss_fn.dtype))  # shape only (pruned)
+        return float(self.replicas) if values.shape.rank else 1.0
+
+    def _apply(self, optimizer):
+        self.strategy.run(self._replica_apply, args=(optimizer,)) if self.replicas > 1 else self._replica_apply(optimizer)
+
+    def _replica_apply(self, optimizer):
+        grads = self.accumulator.result()
+        if self.replicas > 1:  # Keras sums over replicas: replica 0 brings the window's mean, the others zeros
+            first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group, 0)
+            grads = [None if g is None else tf.math.multiply_no_nan(g, tf.cast(first, g.dtype)) for g in grads]
+        optimizer.apply_gradients(zip(grads, self.variables))
+        self.accumulator.reset()
+
+    def _micro_and_apply(self, optimizer, batch, scale):
+        result = self._micro(batch, scale)
+        self._apply(optimizer)
         return result
 
-    def _step_and_apply_body(self, optimizer, x, y):
-        loss, scaled, n, weight = self._scaled_gradients(x, y)
-        mean = self.accumulator._result_with_scaled(scaled, weight)
-        optimizer.apply_gradients(zip(mean, self.variables))
-        self.accumulator._reset()
-        return loss, n
 
-    def tracing_count(self) -> int:
-        return 0 if self._fn is None else self._fn.experimental_get_tracing_count()
+_SCALAR = tf.TensorSpec([], tf.float32)
+_PER_MODEL = 4  # compiled loops kept per model (different losses or trainable sets), newest first
+_LOOPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> [_Loop]; loops hold no model
 
 
-# One accumulator and compiled step per (model, loss_fn), so repeated calls do not retrace.
-_STEPS: "weakref.WeakKeyDictionary[keras.Model, dict]" = weakref.WeakKeyDictionary()
+def _weak(obj: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj
 
 
-def _micro_step(model: keras.Model, loss_fn: LossFn) -> _MicroStep:
-    per_model = _STEPS.setdefault(model, {})
-    key = id(loss_fn)
-    step = per_model.get(key)
-    if step is None or step.loss_fn is not loss_fn:
-        variables = model.trainable_variables
-        if not variables:
-            raise ValueError("model has no trainable variables: build it (call it once) before accumulating")
-        step = _MicroStep(model, loss_fn, GradientAccumulator(variables), variables)
-        per_model[key] = step
-    return step
+def _loop(model: keras.Model, loss_fn: LossFn, strategy: tf.distribute.Strategy) -> _Loop:
+    """The cached loop for this model, loss and *current* trainable variables (a new one after a
+    layer is frozen or unfrozen)."""
+    key, loops = plumbing.trainable_key(model), _LOOPS.setdefault(model, [])
+    same = [old for old in loops if old.key == key and old.loss_fn() is loss_fn and old.strategy is strategy]
+    loop = same[0] if same else _Loop(model, loss_fn, strategy)
+    loops[:] = ([loop] + [old for old in loops if old is not loop])[:_PER_MODEL]
+    return loop
 
 
-def _check_model_and_loss(model: Any, loss_fn: Any) -> None:
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"model must be a keras.Model, got {type(model).__name__}")
-    if not callable(loss_fn):
-        raise TypeError(f"loss_fn must be callable as loss_fn(y_true, y_pred), got {type(loss_fn).__name__}")
+def _check(model: Any, loss_fn: Any, optimizer: Any) -> tf.distribute.Strategy:
+    """Argument checks shared by both functions; returns the strategy the model's variables live in."""
+    plumbing.check_model(model)
+    plumbing.check_loss_fn(loss_fn)
+    if not model.trainable_variables:
+        raise ValueError(f"model ({model.name!r}) has no trainable variables: build it (call it once on a batch), "
+                         "or unfreeze a layer")
+    reduction = getattr(loss_fn, "reduction", "sum_over_batch_size") if isinstance(loss_fn, keras.losses.Loss) else None
+    if reduction is not None and reduction not in _MEAN_REDUCTIONS:
+        raise ValueError(f"loss_fn {plumbing.loss_name(loss_fn)} has reduction={reduction!r}: accumulation needs the "
+                         "mean over the batch (reduction='sum_over_batch_size', the default)")
+    if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
+        raise ValueError("call it outside strategy.run: it distributes each micro-batch over the replicas itself")
+    regularised = [layer.name for layer in _layers(model) if getattr(layer, "activity_regularizer", None)]
+    if regularised and not _activity_regularisers_are_means():
+        raise ValueError(f"layer {regularised[0]!r} has an activity regulariser, which Keras {keras.__version__} "
+                         "sums over the batch: micro-batches would count it as a mean. Remove it, or use a "
+                         "Keras that divides it by the batch size (3.15 does)")
+    found = {getattr(plumbing.tf_variable(v), "distribute_strategy", None) for v in model.trainable_variables} - {None}
+    strategy = found.pop() if found else None
+    current = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
+    if strategy is None and current is not None and current.num_replicas_in_sync > 1:
+        raise ValueError(f"model ({model.name!r}) was created outside strategy.scope(): create the model (and "
+                         "the optimizer) inside the scope to train on every replica, or call this outside it")
+    if strategy is not None and current is not None and current is not strategy:
+        raise ValueError("called inside the scope of another strategy than the one the model was created in")
+    strategy = strategy or current or tf.distribute.get_strategy()
+    if optimizer is not None and strategy.num_replicas_in_sync > 1 and not isinstance(
+            plumbing.tf_variable(optimizer.iterations), tf.distribute.DistributedValues):
+        raise ValueError("optimizer was created outside strategy.scope() while the model was created inside: "
+                         "create the optimizer inside the same scope")
+    return strategy
+
+
+def _layers(layer: Any) -> list:
+    flatten = getattr(layer, "_flatten_layers", None)  # Keras' own walk over nested layers
+    return list(flatten()) if flatten else [layer]
+
+
+@functools.cache
+def _activity_regularisers_are_means() -> bool:
+    """Does this Keras divide an activity regulariser by the batch size (a mean over examples)?"""
+    probe = keras.layers.Identity(activity_regularizer=keras.regularizers.L2(1.0))
+    probe(tf.ones([4, 1]))
+    return abs(float(probe.losses[0]) - 1.0) < 1e-6  # a sum over the 4 examples would be 4
+
+
+def _traced(*fns: Any) -> None:
+    """Trace each compiled function now if it never was: its checks (a per-example loss ...) fail
+    before anything runs."""
+    for fn in fns:
+        if fn.experimental_get_tracing_count() == 0:
+            fn.get_concrete_function(*fn.input_signature)
+
+
+def _scale(optimizer: Any) -> Any:
+    """The loss scale for the micro-steps: a LossScaleOptimizer's current scale, else 1."""
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return plumbing.tf_variable(optimizer.dynamic_scale) if optimizer.built else float(optimizer.initial_scale)
+    return 1.0
+
+
+def _batch(element: Any, where: str) -> tuple:
+    x, y, sample_weight = plumbing.unpack_batch(element, where)
+    if plumbing.count_examples(x) == 0:
+        raise ValueError(f"{where} has zero examples: drop empty micro-batches")
+    return tuple(tf.nest.map_structure(tf.convert_to_tensor, part) for part in (x, y, sample_weight)
+                 if part is not None)
 
 
 # --------------------------------------------------------------------------- the functions
 
 
-def accumulated_gradients(model: keras.Model, loss_fn: LossFn,
-                          micro_batches: Iterable[tuple[Any, Any]]) -> list[tf.Tensor]:
+def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: Iterable[tuple], *,
+                          optimizer: keras.optimizers.Optimizer | None = None) -> list[tf.Tensor | None]:
     """Gradient of the mean loss over all examples of all ``micro_batches``, one micro-batch at a time.
 
     Each micro-batch's gradient is weighted by its number of examples, so micro-batches of
-    unequal size (``5, 5, 2``) give the same gradient as the concatenated batch. Only one
-    micro-batch's activations are alive at any time. The model runs with ``training=True``
-    (Dropout and BatchNorm behave as in training). Returns one tensor per trainable variable.
+    unequal size (5, 5, 2) give the gradient of the concatenated batch. The loss is the one
+    ``fit`` minimises: ``loss_fn`` plus ``model.losses``. Weight regularisers come out exactly as
+    for the full batch; a batch-dependent ``add_loss`` term counts as the size-weighted mean of
+    its micro-batch values (exact for a mean over examples, such as Keras 3.15's activity
+    regularisers; not for a sum over examples or a batch statistic; a Keras that sums activity
+    regularisers, such as 3.13, gets a ``ValueError``). The model runs with ``training=True``
+    (BatchNorm sees one micro-batch). Micro-batches may be ``(x, y)`` or ``(x, y, sample_weight)``
+    (a Keras loss object weights each example, as in ``fit``).
+
+    One gradient per *current* trainable variable (``None`` where the loss does not use it).
+    ``optimizer``: pass a ``LossScaleOptimizer`` to get what ``tape.gradient(optimizer.scale_loss(
+    loss), ...)`` gives for the full batch (scaled; ``apply_gradients`` unscales it); other
+    optimizers change nothing. A model built in ``strategy.scope()`` spreads each micro-batch
+    over the replicas.
 
     >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     >>> x, y = tf.ones([12, 3]), tf.zeros([12, 1])
-    >>> grads = accumulated_gradients(model, keras.losses.MeanSquaredError(),
-    ...                               micro_batches((x, y), [5, 5, 2]))
+    >>> grads = accumulated_gradients(model, keras.losses.MeanSquaredError(), micro_batches((x, y), [5, 5, 2]))
     >>> len(grads) == len(model.trainable_variables)
     True
     """
-    _check_model_and_loss(model, loss_fn)
-    if isinstance(micro_batches, tuple) and len(micro_batches) == 2 and tf.is_tensor(micro_batches[0]):
-        raise TypeError("micro_batches must be a list of (x, y) pairs, got a single (x, y) pair")
-    step = _micro_step(model, loss_fn)
-    step.reset()
-    seen = 0
-    for i, batch in enumerate(micro_batches):
-        x, y = _as_pair(batch, f"micro_batches[{i}]")
-        if _count_examples(x) == 0:
-            raise ValueError(f"micro_batches[{i}] has zero examples: drop empty micro-batches")
-        step(x, y)
-        seen += 1
-    if seen == 0:
+    if optimizer is not None:
+        plumbing.check_optimizer(optimizer)
+    strategy = _check(model, loss_fn, None)
+    if isinstance(micro_batches, tuple) and len(micro_batches) in (2, 3) and tf.is_tensor(micro_batches[0]):
+        raise TypeError("micro_batches must be a list of (x, y) micro-batches, got a single (x, y) batch")
+    batches = [_batch(b, f"micro_batches[{i}]") for i, b in enumerate(micro_batches)]
+    if not batches:
         raise ValueError("micro_batches is empty: pass at least one (x, y) micro-batch")
-    grads = step.accumulator.result()
-    step.accumulator.reset()
-    step.clean = True
+    loop = _loop(model, loss_fn, strategy)
+    with strategy.scope(), loop.emptied_on_error():
+        scale = _scale(optimizer)
+        steps = [loop.micro_step(b) for b in batches]
+        _traced(*steps)
+        for fn, b in zip(steps, batches):
+            fn(b, scale)
+        grads = loop.accumulator.result()
+        loop.accumulator.reset()
     return grads
 
 
-def train_accumulated(
-    model: keras.Model,
-    optimizer: keras.optimizers.Optimizer,
-    loss_fn: LossFn,
-    dataset: Iterable[tuple[Any, Any]],
-    accumulation_steps: int,
-    *,
-    epochs: int = 1,
-    verbose: bool = True,
-) -> dict[str, Any]:
+def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer, loss_fn: LossFn,
+                      dataset: Iterable[tuple], accumulation_steps: int, *, epochs: int = 1,
+                      steps_per_epoch: int | None = None, verbose: bool = True) -> dict[str, Any]:
     """Train with one optimizer update per ``accumulation_steps`` micro-batches of ``dataset``.
 
-    Each update applies the size-weighted mean gradient of its window of micro-batches: with
-    micro-batches of ``b`` examples this is training with batches of ``accumulation_steps * b``.
-    The window restarts at every epoch. **Leftover**: when an epoch's micro-batch count is not a
-    multiple of ``accumulation_steps``, the last, partial window is applied as one more update,
-    weighted by its own examples (the gradient of the mean loss over those examples); it is
-    never dropped and never carried into the next epoch or the next call. The returned history
-    says how many updates were partial.
+    Each update applies the size-weighted mean gradient of its window (see
+    :func:`accumulated_gradients` for the loss, sample weights, regularisers and strategies).
+    The window restarts at every epoch; when an epoch ends inside a window, the partial window is
+    applied as one more update weighted by its own examples, never carried over. With a
+    ``LossScaleOptimizer`` each micro-batch's loss is scaled by the current scale and the window
+    is unscaled once; a window with a non-finite gradient changes no weight and lowers the scale.
 
-    ``dataset`` is any finite iterable of ``(x, y)`` micro-batches (a ``tf.data.Dataset``
-    works); it is iterated once per epoch. ``verbose`` shows a progress bar (one tick per update).
+    ``dataset``: a finite iterable of micro-batches, read once per epoch. An endless one
+    (``.repeat()``) needs ``steps_per_epoch``: then one stream is read for the whole call,
+    ``steps_per_epoch`` micro-batches per epoch, as in ``fit``.
 
-    Returns ``{"loss": [...], "examples": [...], "updates": int, "partial_updates": int}``
-    where ``loss[k]`` is the mean training loss over the examples of update ``k``.
+    Returns ``{"loss": [...], "examples": [...], "updates": int, "partial_updates": int}``,
+    ``loss[k]`` being the mean training loss over the examples of update ``k``.
 
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> data = [(tf.ones([4, 2]), tf.ones([4, 1]))] * 5
@@ -439,93 +368,83 @@ def train_accumulated(
     >>> h["updates"], h["partial_updates"], h["examples"]
     (3, 1, [8, 8, 4])
     """
-    _check_model_and_loss(model, loss_fn)
-    if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise TypeError(f"optimizer must be a keras optimizer, got {type(optimizer).__name__}")
+    plumbing.check_optimizer(optimizer)
     require_int("accumulation_steps", accumulation_steps, minimum=1)
     require_int("epochs", epochs, minimum=1)
+    require_int("steps_per_epoch", steps_per_epoch, minimum=1, allow_none=True)
     if getattr(optimizer, "gradient_accumulation_steps", None):
         raise ValueError("optimizer already accumulates (gradient_accumulation_steps is set): "
                          "use a plain optimizer, or Keras' built-in accumulation alone")
-
-    step = _micro_step(model, loss_fn)
-    accumulator = step.accumulator
-    variables = step.variables
-    apply_fn = _apply_fn(optimizer, accumulator, variables)
-    step.reset()  # nothing from an earlier call carries over (a no-op when the last window was applied)
-
+    strategy = _check(model, loss_fn, optimizer)
+    stream = _stream(dataset, epochs, steps_per_epoch)
+    first = next(stream, None)
+    if first is None:
+        raise ValueError("dataset is empty: it yielded no micro-batch")
+    loop = _loop(model, loss_fn, strategy)
     history: dict[str, Any] = {"loss": [], "examples": [], "updates": 0, "partial_updates": 0}
-    total = None
     try:
-        total = epochs * -(-len(dataset) // accumulation_steps)  # type: ignore[arg-type]
+        total = epochs * -(-(steps_per_epoch or len(dataset)) // accumulation_steps)
     except TypeError:
-        pass
+        total = None  # an iterable of unknown length: the progress bar counts without a total
     bar = Progress(total, verbose=verbose, label="update")
-
-    def apply(window, partial, applied=False):
-        if not applied:
-            apply_fn()
-            step.clean = True
-        # Read the losses only now: no host synchronisation between micro-batches.
-        window_n = sum(n for _, n in window)
-        history["loss"].append(sum(float(loss) * n for loss, n in window) / window_n)
-        history["examples"].append(window_n)
-        history["updates"] += 1
-        history["partial_updates"] += int(partial)
-        bar.update(history["updates"], loss=history["loss"][-1])
-
-    for _ in range(epochs):
-        window: list[tuple[tf.Tensor, int]] = []  # (mean loss, examples) per micro-batch
-        seen = 0
-        for i, batch in enumerate(dataset):
-            x, y = _as_pair(batch, f"dataset element {i}")
-            n = _count_examples(x)
-            if n == 0:
-                raise ValueError(f"dataset element {i} has zero examples: drop empty micro-batches")
-            seen += 1
-            if len(window) + 1 == accumulation_steps:
-                # Last micro-batch of a full window: its step and the update are one compiled call.
-                loss, _ = step.step_and_apply(optimizer, x, y)
-                window.append((loss, n))
-                apply(window, partial=False, applied=True)
+    with strategy.scope(), loop.emptied_on_error():
+        if not optimizer.built:
+            optimizer.build(loop.variables)  # eagerly: Keras creates its variables here
+        batch = _batch(first[1], f"dataset element {first[0]}")
+        _traced(loop.micro_step(batch), loop.update(optimizer, batch))
+        window: list[tuple[tf.Tensor, int]] = []
+        for index, element, last_of_epoch in itertools.chain([first], stream):
+            batch = _batch(element, f"dataset element {index}")
+            full = len(window) + 1 == accumulation_steps
+            fn = loop.update(optimizer, batch) if full else loop.micro_step(batch)
+            loss_sum, _ = fn(batch, _scale(optimizer))
+            window.append((loss_sum, plumbing.count_examples(batch[0])))
+            if full or last_of_epoch:
+                if not full:
+                    loop.update(optimizer, None)()
+                examples = sum(n for _, n in window)  # losses read once per update: no sync per micro-batch
+                history["loss"].append(sum(float(s) for s, _ in window) / examples)
+                history["examples"].append(examples)
+                history["updates"] += 1
+                history["partial_updates"] += int(not full)
+                bar.update(history["updates"], loss=history["loss"][-1])
                 window = []
-            else:
-                loss, _ = step(x, y)
-                window.append((loss, n))
-        if seen == 0:
-            raise ValueError("dataset is empty: it yielded no micro-batch")
-        if window:
-            apply(window, partial=True)
     return history
 
 
-def _apply_fn(optimizer, accumulator: GradientAccumulator, variables) -> Callable[[], None]:
-    """Compiled "apply the accumulated mean, then reset", cached per optimizer."""
-    if not optimizer.built:
-        optimizer.build(variables)  # optimizer variables are created eagerly, not inside the trace
-    cache = _APPLY.setdefault(optimizer, {})
-    fn = cache.get(id(accumulator))
-    if fn is None:
-        @tf.function
-        def fn():
-            optimizer.apply_gradients(zip(accumulator.result(), variables))
-            accumulator._reset()
-        cache[id(accumulator)] = fn
-    return fn
+def _stream(dataset: Any, epochs: int, steps_per_epoch: int | None):
+    """Yields ``(index, element, last_of_epoch)`` for every micro-batch of the whole training."""
+    plumbing.check_finite(dataset, steps=steps_per_epoch)
+    if isinstance(dataset, (tf.Tensor, str, bytes)) or not isinstance(dataset, Iterable):
+        raise TypeError(f"dataset must be an iterable of (x, y) micro-batches, got {type(dataset).__name__}")
+    if isinstance(dataset, Iterator) and epochs > 1 and steps_per_epoch is None:
+        raise ValueError("dataset is an iterator, which can be read only once: pass a list or a tf.data.Dataset "
+                         "for several epochs, or steps_per_epoch")
+    if steps_per_epoch is not None and isinstance(dataset, tf.data.Dataset):
+        size = int(dataset.cardinality())
+        if size >= 0 and size < epochs * steps_per_epoch:
+            raise ValueError(f"dataset holds {size} micro-batches, fewer than epochs x steps_per_epoch = "
+                             f"{epochs * steps_per_epoch}: repeat it (.repeat()) or lower steps_per_epoch")
+    return _elements(dataset, epochs, steps_per_epoch)
 
 
-_APPLY: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
-
-
-def _fused_fn(optimizer, step: _MicroStep) -> Callable[[Any, Any], Any]:
-    """Compiled "last micro-step + apply + reset" for ``step``, cached per optimizer."""
-    _apply_fn(optimizer, step.accumulator, step.variables)  # builds the optimizer eagerly if needed
-    cache = _FUSED.setdefault(optimizer, {})
-    fn = cache.get(id(step))
-    if fn is None:
-        fn = tf.function(lambda x, y: step._step_and_apply_body(optimizer, x, y), input_signature=step._signature)
-        cache[id(step)] = fn
-    return fn
-
-
-_FUSED: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
+def _elements(dataset, epochs, steps_per_epoch):
+    shared = iter(dataset) if steps_per_epoch is not None else None
+    for epoch in range(epochs):
+        source = shared if shared is not None else iter(dataset)
+        previous, index = None, 0
+        for index, element in enumerate(source):
+            if previous is not None:
+                yield previous[0], previous[1], False
+            previous = (index, element)
+            if steps_per_epoch is not None and index + 1 == steps_per_epoch:
+                break
+        if previous is None:
+            if epoch == 0:
+                return
+            raise ValueError(f"dataset yielded no micro-batch in epoch {epoch + 1}")
+        yield previous[0], previous[1], True
+        if steps_per_epoch is not None and index + 1 < steps_per_epoch:
+            warnings.warn(f"dataset ran out after {index + 1} of {steps_per_epoch} micro-batches in epoch "
+                          f"{epoch + 1}: training stops there", RuntimeWarning, stacklevel=3)
+            return

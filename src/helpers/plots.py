@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLORS", "apply_style", "new_figure", "evaluations_per_dequeue", "ptb_grid", "snapshot_lag"]
+__all__ = ["COLORS", "apply_style", "new_figure", "evaluations_per_dequeue", "accumulation_memory_and_curves",
+           "ptb_grid", "snapshot_lag"]
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
 
@@ -91,6 +92,39 @@ def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]
 
 
 # --------------------------------------------------------------------------- 02 gradient accumulation
+
+
+def accumulation_memory_and_curves(micro_sizes: list[int], peak_mib: list[float],
+                                   curves: dict[str, list[float]], *, effective: int) -> Any:
+    """Notebook 02's Picture. Left: peak memory of one ``effective``-example gradient computed in
+    micro-batches of each size in ``micro_sizes``. Right: the training loss per update of each
+    run in ``curves`` (name -> losses), drawn so that equal curves show as one line.
+
+    >>> fig = accumulation_memory_and_curves([4, 2], [2.0, 1.0], {"a": [1.0, 0.5]}, effective=4)
+    >>> len(fig.axes)
+    2
+    """
+    if len(micro_sizes) != len(peak_mib) or not micro_sizes:
+        raise ValueError(f"micro_sizes and peak_mib must be non-empty and of equal length, got "
+                         f"{len(micro_sizes)} and {len(peak_mib)}")
+    if not curves:
+        raise ValueError("curves is empty: give at least one name -> losses")
+    fig, (left, right) = new_figure(2, width=10, height=3.8)
+    left.plot(micro_sizes, peak_mib, "o-")
+    left.set_xscale("log", base=2)
+    left.set_xticks(micro_sizes, [str(s) for s in micro_sizes])
+    left.set_xlabel(f"micro-batch size (effective batch {effective})")
+    left.set_ylabel("peak memory (MiB)")
+    left.set_ylim(bottom=0)
+    left.set_title("smaller micro-batches, less memory")
+    for (name, losses), style in zip(curves.items(), ["-", "--", ":", "-."]):
+        right.plot(range(1, len(losses) + 1), losses, style, lw=3.0 if style == "-" else 1.5, label=name)
+    right.set_xlabel("update")
+    right.set_ylabel("training loss")
+    right.set_title("same updates, same curve")
+    right.legend()
+    fig.tight_layout()
+    return fig
 
 
 # --------------------------------------------------------------------------- 03 batch iteration

@@ -1,77 +1,150 @@
-"""Checker for notebook 02's exercise: accumulate micro-batch gradients into the large-batch gradient."""
+"""Checkers for notebook 02's exercises: gradients of a batch too large for the device.
+
+Both checkers hand the learner a model that holds at most a few examples at a time, as a small
+device would: running it on more rows (the whole batch, or micro-batches joined with ``tf.concat``)
+fails the check with a hint. Each case has a small micro-batch unlike the others, so weighting
+mistakes show.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
 import keras
 
-from helpers import accumulation
-from helpers.exercises._core import call_learner, expect, passed
+from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
-_SIZES = (5, 5, 2)
 _TOLERANCE = 1e-5
 
 
-def _case(seed: int = 7):
+class _SmallDevice:
+    """The checker's model: a Keras model that refuses to run on more than ``limit`` examples at once.
+
+    Everything else (``trainable_variables``, ``training=True`` ...) is the wrapped model's.
+    """
+
+    def __init__(self, model: keras.Model, limit: int):
+        self._model, self._limit = model, limit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def __call__(self, x, *args, **kwargs):
+        rows = tf.convert_to_tensor(x).shape[0]
+        if rows is None:  # traced by the learner's tf.function without a static batch size
+            tf.debugging.assert_less_equal(tf.shape(x)[0], self._limit, message=self._hint("more than"))
+        else:
+            expect(rows <= self._limit, self._hint(rows))
+        return self._model(x, *args, **kwargs)
+
+    def _hint(self, rows) -> str:
+        return (f"your code ran the model on {rows} examples at once, but this device holds at most "
+                f"{self._limit}: run the model on one micro-batch at a time (no tf.concat of micro-batches)")
+
+
+def _case(n: int, seed: int):
     rng = np.random.default_rng(seed)
-    x = rng.normal(size=(sum(_SIZES), 3)).astype("float32")
+    x = rng.normal(size=(n, 3)).astype("float32")
     y = (x @ np.array([[1.5], [-2.0], [0.5]], dtype="float32") + 0.3).astype("float32")
-    y[-2:] += 4.0  # the small micro-batch is unlike the rest, so its weight matters
+    y[-2:] += 4.0  # the last examples are unlike the rest, so the small micro-batch's weight matters
     keras.utils.set_random_seed(seed)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)])
-    return model, keras.losses.MeanSquaredError(), x, y
+    return model, x, y
 
 
-def _gradient(model, loss_fn, x, y):
+def _gradient(model: keras.Model, loss: Callable, x, y) -> list[np.ndarray]:
     with tf.GradientTape() as tape:
-        loss = loss_fn(y, model(x, training=True))
-    return [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
+        value = loss(y, model(x, training=True))
+    return [g.numpy() for g in tape.gradient(value, model.trainable_variables)]
 
 
 def _max_diff(a, b) -> float:
     return max(float(np.max(np.abs(np.asarray(u) - np.asarray(v)))) for u, v in zip(a, b))
 
 
-def check_accumulate(accumulate: Callable) -> None:
-    """``accumulate(model, loss_fn, micro_batches)`` must return, one tensor per trainable variable,
-    the gradient of the mean loss over every example of every micro-batch, computing one
-    micro-batch at a time."""
-    model, loss_fn, x, y = _case()
-    parts = accumulation.micro_batches((tf.constant(x), tf.constant(y)), list(_SIZES))
-    weights_before = [w.copy() for w in model.get_weights()]
+def _run(fn: Callable, name: str, model: keras.Model, limit: int, *args: Any) -> list[np.ndarray]:
+    """Call the learner's ``fn(small device, *args)``; its gradients as arrays, once checked: one per
+    trainable variable, shaped like it, and the weights left as they were."""
+    before = [w.copy() for w in model.get_weights()]
+    got = call_learner(fn, _SmallDevice(model, limit), *args, name=name)
+    arrays = _as_gradients(got, model, name)
+    expect(_max_diff(before, model.get_weights()) == 0.0,
+           "the model's weights changed: compute the gradient only, do not apply it")
+    return arrays
 
-    got = call_learner(accumulate, model, loss_fn, parts, name="accumulate")
 
+def _as_gradients(got: Any, model: keras.Model, name: str) -> list[np.ndarray]:
+    """The learner's result as arrays, after the checks every gradient list must pass."""
+    variables = model.trainable_variables
     expect(isinstance(got, (list, tuple)),
-           f"return a list with one gradient per trainable variable, got {type(got).__name__}")
-    expect(len(got) == len(model.trainable_variables),
-           f"the model has {len(model.trainable_variables)} trainable variables, you returned {len(got)} gradients")
-    expect(all(g is not None for g in got), "one of your gradients is None: did every variable get a gradient?")
-    got = [np.asarray(tf.convert_to_tensor(g)) for g in got]
-    shapes_ok = all(g.shape == tuple(v.shape) for g, v in zip(got, model.trainable_variables))
-    expect(shapes_ok, "your gradients do not have the shapes of the variables, in the same order")
-    expect(_max_diff(weights_before, model.get_weights()) == 0.0,
-           "the model's weights changed: compute gradients only, do not apply them")
+           f"{name} must return a list with one gradient per trainable variable, got {type(got).__name__}")
+    expect(len(got) == len(variables),
+           f"the model has {len(variables)} trainable variables, {name} returned {len(got)} gradients")
+    expect(all(g is not None for g in got), f"{name} returned None for a gradient: did every variable get one?")
+    try:
+        arrays = [np.asarray(tf.convert_to_tensor(g), dtype=np.float64) for g in got]
+    except (TypeError, ValueError) as error:
+        raise CheckFailed(f"{name} returned something that is not a list of tensors: {error}") from None
+    expect(all(a.shape == tuple(v.shape) for a, v in zip(arrays, variables)),
+           f"{name}'s gradients do not have the shapes of model.trainable_variables, in the same order")
+    return arrays
 
-    full = _gradient(model, loss_fn, x, y)
-    per_part = [_gradient(model, loss_fn, px, py) for px, py in parts]
-    plain_mean = [np.mean(gs, axis=0) for gs in zip(*per_part)]
-    plain_sum = [np.sum(gs, axis=0) for gs in zip(*per_part)]
-    if _max_diff(got, full) <= _TOLERANCE:
-        passed(f"micro-batches of sizes {', '.join(map(str, _SIZES))} give the full batch's gradient "
-               f"(max |Δ| < {_TOLERANCE:.0e}).")
-        return
-    sizes = ", ".join(map(str, _SIZES))
-    expect(_max_diff(got, plain_mean) > _TOLERANCE,
-           f"your accumulator averaged {len(_SIZES)} micro-batches of sizes {sizes} equally. The last one "
-           f"holds only {_SIZES[-1]} of the {sum(_SIZES)} examples: how much of the full batch's mean loss "
-           "does each micro-batch contribute?")
-    expect(_max_diff(got, plain_sum) > _TOLERANCE,
-           f"your gradient is the sum of the {len(_SIZES)} micro-batch gradients: the full batch's loss is a "
-           "mean over examples, so the combined gradient must be on the scale of one batch's gradient")
-    expect(False, f"your gradient differs from the full batch's by up to {_max_diff(got, full):.3g}: use a "
-                  "GradientTape per micro-batch on the loss of that micro-batch, and combine the gradients "
-                  "so that every example counts the same")
+
+def check_accumulate(accumulate: Callable) -> None:
+    """``accumulate(model, loss_fn, x, y, max_examples)``: the gradient of ``loss_fn`` over the whole
+    batch ``(x, y)``, running the model on at most ``max_examples`` examples at a time."""
+    mse = keras.losses.MeanSquaredError()
+    for n, limit, seed in [(12, 5, 7), (9, 4, 3)]:
+        model, x, y = _case(n, seed)
+        got = _run(accumulate, "accumulate", model, limit, mse, tf.constant(x), tf.constant(y), limit)
+        full = _gradient(model, mse, x, y)
+        if _max_diff(got, full) <= _TOLERANCE:
+            continue
+        sizes = [min(limit, n - start) for start in range(0, n, limit)]
+        parts = [_gradient(model, mse, x[a:a + s], y[a:a + s]) for a, s in zip(range(0, n, limit), sizes)]
+        described = ", ".join(map(str, sizes))
+        expect(_max_diff(got, [np.mean(g, axis=0) for g in zip(*parts)]) > _TOLERANCE,
+               f"you averaged {len(sizes)} micro-batches of sizes {described} equally. The last one holds only "
+               f"{sizes[-1]} of the {n} examples: how much of the batch's mean loss does each micro-batch carry?")
+        expect(_max_diff(got, [np.sum(g, axis=0) for g in zip(*parts)]) > _TOLERANCE,
+               f"your gradient is the sum of the {len(sizes)} micro-batch gradients: the batch's loss is a mean "
+               "over examples, so the result must be on the scale of one batch's gradient")
+        expect(False, f"with {n} examples and at most {limit} at a time, your gradient differs from the whole "
+                      f"batch's by up to {_max_diff(got, full):.3g}: one GradientTape per micro-batch, on that "
+                      "micro-batch's loss, combined so that every example counts the same")
+    passed("gradients of 12 examples, 5 at a time (and of 9, 4 at a time), equal the whole batch's "
+           f"(max |Δ| < {_TOLERANCE:.0e}).")
+
+
+def _means_loss(y_true, y_pred):
+    """The exercise's loss: the squared difference of the mean prediction and the mean target."""
+    return tf.square(tf.reduce_mean(y_pred) - tf.reduce_mean(tf.cast(y_true, y_pred.dtype)))
+
+
+def check_means_gradient(means_gradient: Callable) -> None:
+    """``means_gradient(model, micro_batches)``: the gradient of ``(mean(prediction) - mean(target))**2``
+    over all examples of all micro-batches, running the model on one micro-batch at a time."""
+    for sizes, seed in [((5, 5, 2), 11), ((4, 4, 4, 1), 5)]:
+        n, limit = sum(sizes), max(sizes)
+        model, x, y = _case(n, seed)
+        bounds = np.cumsum((0,) + sizes)
+        parts = [(tf.constant(x[a:b]), tf.constant(y[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
+        got = _run(means_gradient, "means_gradient", model, limit, parts)
+        full = _gradient(model, _means_loss, x, y)
+        if _max_diff(got, full) <= _TOLERANCE:
+            continue
+        per_part = [_gradient(model, _means_loss, x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        weighted = [np.tensordot(np.array(sizes) / n, np.stack(g), axes=1) for g in zip(*per_part)]
+        expect(_max_diff(got, weighted) > _TOLERANCE,
+               "you accumulated each micro-batch's gradient of its own loss: that is the mean of the micro-batches' "
+               "losses, not the loss of the whole batch's means. Which numbers must be complete before the loss "
+               "can be computed, and how much does each micro-batch contribute to them?")
+        expect(_max_diff(got, [2 * g for g in full]) > _TOLERANCE and _max_diff(got, [g / 2 for g in full]) > _TOLERANCE,
+               "your gradient is off by a factor of 2: the derivative of d**2 is 2*d")
+        expect(False, f"your gradient differs from the whole batch's by up to {_max_diff(got, full):.3g}: first the "
+                      "means over all micro-batches (no tape), then one tape per micro-batch for its share of the "
+                      "mean prediction, times the loss's derivative with respect to that mean")
+    passed("the gradient of (mean prediction - mean target)**2 over micro-batches of 5, 5, 2 (and 4, 4, 4, 1) "
+           f"equals the whole batch's (max |Δ| < {_TOLERANCE:.0e}).")

@@ -1,0 +1,179 @@
+"""The building block of gradient accumulation (notebook 02): :class:`GradientAccumulator`.
+
+Non-trainable float32 variables that keep the size-weighted sum of micro-batch gradients, under
+one strategy or none. :mod:`helpers.accumulation` builds its helpers on this class's public API
+(and re-exports it); use the class directly to write your own accumulation loop.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence
+
+import numpy as np
+
+import tensorflow as tf
+import keras
+
+__all__ = ["GradientAccumulator"]
+
+
+class GradientAccumulator:
+    """Size-weighted running mean of gradients, kept in non-trainable float32 variables.
+
+    ``add(gradients, weight)`` adds ``weight * gradient`` per variable and ``weight`` to a total;
+    ``result()`` divides the two: the weighted mean of everything added since ``reset()``. With
+    each micro-batch's number of examples as its weight, ``result()`` is the gradient of the mean
+    loss over all the examples, as if they had been one batch. A weight of 0 adds nothing (an
+    empty micro-batch or replica shard, whose gradient may be NaN).
+
+    A ``None`` gradient counts as zero. A variable that never received a gradient (the loss does
+    not use it) gets ``None`` from ``result()``, so ``apply_gradients`` leaves it alone as Keras
+    does for one batch: no momentum, no weight decay.
+
+    Mixed precision: add the gradients of ``optimizer.scale_loss(loss)`` (a
+    ``LossScaleOptimizer``) and pass ``result()`` to ``optimizer.apply_gradients``, which unscales
+    once, skips a non-finite window and lowers the scale. Sums are float32 whatever the variable.
+
+    Under ``tf.distribute.MirroredStrategy``: create it in ``strategy.scope()``; call ``add`` inside
+    ``strategy.run`` with the replica's own example count (an empty shard adds 0); ``result()`` is
+    the weighted mean over every replica in either context. A Keras optimizer applies in a replica
+    context and sums over replicas, so replica 0 passes ``result()`` and the others zeros. Use a
+    plain mean as the loss: Keras loss objects divide by the replica count there (for ``fit``)::
+
+        def replica_step(x, y):                              # strategy.run(replica_step, args=batch)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(y - model(x, training=True)))
+            accumulator.add(tape.gradient(loss, model.trainable_variables), tf.shape(x)[0])
+
+        def replica_apply():                                 # strategy.run(replica_apply)
+            first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
+            grads = [g * tf.cast(first, g.dtype) for g in accumulator.result()]
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            accumulator.reset()
+
+    :func:`helpers.accumulation.train_accumulated` does all this for a model built in the scope.
+
+    >>> v = tf.Variable([1.0, 2.0])
+    >>> acc = GradientAccumulator([v])
+    >>> acc.add([tf.constant([1.0, 1.0])], weight=3)
+    >>> acc.add([tf.constant([5.0, 9.0])], weight=1)
+    >>> [round(float(g), 2) for g in acc.result()[0]], int(acc.count)
+    ([2.0, 3.0], 2)
+    >>> acc.reset(); int(acc.count)
+    0
+    """
+
+    def __init__(self, variables: Sequence[Any]):
+        if isinstance(variables, (tf.Variable, keras.Variable)) or not isinstance(variables, Sequence):
+            raise TypeError(f"variables must be a list of variables, got {type(variables).__name__}")
+        variables = list(variables)
+        if not variables:
+            raise ValueError("variables is empty: pass the model's trainable variables")
+        for i, v in enumerate(variables):
+            if not isinstance(v, (tf.Variable, keras.Variable)):
+                raise TypeError(f"variables[{i}] is a {type(v).__name__}, not a variable")
+        self.variables = variables
+        on_read = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ)
+        summed = dict(aggregation=tf.VariableAggregation.SUM, **on_read)
+        self._sums = [tf.Variable(tf.zeros(v.shape, _sum_dtype(v)), name=f"accumulated_{i}", **summed)
+                      for i, v in enumerate(variables)]
+        self._total = tf.Variable(0.0, name="accumulated_weight", **summed)
+        # Every replica adds once per micro-step, so the first replica's count is the global count.
+        self._count = tf.Variable(0, dtype=tf.int64, name="accumulated_count",
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, **on_read)
+        self._received = [False] * len(variables)  # structural: did any add bring a tensor here?
+        specs = [tf.TensorSpec(v.shape, _sum_dtype(v)) for v in variables]
+        self._add_fn = tf.function(self._add, input_signature=[specs, tf.TensorSpec([], tf.float32)])
+        self._reset_fn = tf.function(self._reset, input_signature=[])
+
+    @property
+    def count(self) -> tf.Tensor:
+        """How many gradients were added since the last reset (an int64 scalar)."""
+        return self._count.read_value()
+
+    @property
+    def total_weight(self) -> tf.Tensor:
+        """Sum of the weights added since the last reset (over all replicas)."""
+        return _replica_sum(self._total)
+
+    def add(self, gradients: Sequence[tf.Tensor | None], weight: Any = 1.0) -> None:
+        """Add ``weight * gradients`` (one gradient per variable, in order; ``None`` counts as zero).
+
+        ``weight`` >= 0: normally the micro-batch's number of examples (0 adds nothing).
+        """
+        if isinstance(gradients, (tf.Tensor, tf.Variable)) or not isinstance(gradients, Sequence):
+            raise TypeError(f"gradients must be a list with one gradient per variable, got {type(gradients).__name__}")
+        if len(gradients) != len(self.variables):
+            raise ValueError(f"gradients has {len(gradients)} entries but the accumulator holds "
+                             f"{len(self.variables)} variables: pass one gradient per variable, in order")
+        if isinstance(weight, (bool, np.bool_)) or not (tf.is_tensor(weight) or isinstance(weight, numbers.Real)):
+            raise TypeError(f"weight must be a number (the micro-batch size), got {type(weight).__name__}")
+        if not tf.is_tensor(weight) or tf.executing_eagerly():
+            if not float(weight) >= 0:
+                raise ValueError(f"weight must be >= 0 (the micro-batch's number of examples), got {float(weight):g}")
+        filled = []
+        for i, (g, v) in enumerate(zip(gradients, self.variables)):
+            if g is None:
+                filled.append(tf.zeros(v.shape, _sum_dtype(v)))
+                continue
+            g = tf.convert_to_tensor(g)
+            if not g.shape.is_compatible_with(v.shape):
+                raise ValueError(f"gradients[{i}] has shape {g.shape} but variable {_name(v)} has shape "
+                                 f"{v.shape}: the gradients do not match the variables")
+            self._received[i] = True
+            filled.append(tf.cast(g, _sum_dtype(v)))
+        weight = tf.cast(weight, tf.float32)
+        if tf.inside_function():
+            self._add(filled, weight)  # already compiled: inline the ops, no nested function call
+        else:
+            self._add_fn(filled, weight)
+
+    def result(self) -> list[tf.Tensor | None]:
+        """The weighted mean of the gradients added since the last reset (zeros if none were);
+        ``None`` for a variable that never received a gradient."""
+        total = _replica_sum(self._total)
+        safe = tf.where(total > 0, total, tf.ones_like(total))
+        return [tf.cast(_replica_sum(s) / safe, v.dtype) if seen else None
+                for s, v, seen in zip(self._sums, self.variables, self._received)]
+
+    def reset(self) -> None:
+        """Set the sums, the total weight and the count back to zero."""
+        self._reset_fn()
+
+    def tracing_count(self) -> int:
+        """How many times ``add``'s own compiled function was traced: 1 after any number of eager
+        calls. Called from inside a ``tf.function``, ``add`` adds its ops to that function instead."""
+        return self._add_fn.experimental_get_tracing_count()
+
+    def _add(self, gradients, weight):
+        tf.debugging.assert_non_negative(weight, message="weight must be >= 0 (the micro-batch's examples)")
+        for s, g in zip(self._sums, gradients):
+            s.assign_add(tf.math.multiply_no_nan(g, weight))  # weight 0 adds 0, even to a NaN
+        self._total.assign_add(weight)
+        self._count.assign_add(1)
+
+    def _reset(self):
+        for s in self._sums:
+            s.assign(tf.zeros_like(s))
+        self._total.assign(0.0)
+        self._count.assign(0)
+
+
+def _sum_dtype(variable) -> tf.DType:
+    dtype = tf.as_dtype(variable.dtype)
+    return tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
+
+
+def _name(variable) -> str:
+    return getattr(variable, "path", None) or getattr(variable, "name", "?")
+
+
+def _replica_sum(variable: tf.Variable) -> tf.Tensor:
+    """An ON_READ SUM variable summed over replicas, in replica or in cross-replica context."""
+    if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context():
+        return variable.read_value()
+    context = tf.distribute.get_replica_context()
+    if context is not None and context.num_replicas_in_sync > 1:
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, variable.read_value())
+    return variable.read_value()
