@@ -659,7 +659,6 @@ _GPU_HOSTILE = {  # API -> why it is not in a notebook (docs/gpu.md)
         "raises under op determinism on a GPU",
     r"ResizeMethod\.NEAREST|method=['\"]nearest": "its gradient raises under op determinism on a GPU",
     r"raw_ops\.(Sparse)?SoftmaxCrossEntropyWithLogits|fused_batch_norm": "raises under op determinism on a GPU",
-    r"mixed_precision|mixed_float16|mixed_bfloat16|LossScaleOptimizer": "the helpers do not scale the loss yet",
     r"jit_compile\s*=\s*True": "XLA's GPU determinism differs; the workbook runs without XLA",
     r"enable_tensor_float_32_execution\(True": "the exactness checks need TF32 off",
 }
