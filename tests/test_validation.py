@@ -93,7 +93,7 @@ def test_every_pass_generates_every_chunk_again():
     ds = val_ds(on_chunk=made.append)
     V.collect(ds)
     V.collect(ds)
-    assert made == list(range(VAL_CHUNKS)) * 2
+    assert sorted(made) == sorted(list(range(VAL_CHUNKS)) * 2)  # generated in parallel: any order
 
 
 def test_drop_ids_makes_keras_tuples():
@@ -305,7 +305,7 @@ def test_stream_passes_are_exact_and_regenerate_the_data():
         result = V.evaluate(model, stream, MSE, return_ids=True)
         np.testing.assert_array_equal(result["ids"], fresh["ids"])
         assert result["loss"] == fresh["loss"] and result["examples"] == fresh["examples"]
-        assert made == list(range(VAL_CHUNKS)) * number  # each pass ran the generator again, no read-ahead
+        assert sorted(made) == sorted(list(range(VAL_CHUNKS)) * number)  # generated again, no read-ahead
     assert stream.passes == 3 and V.eval_trace_count(model, MSE) == 1
 
 

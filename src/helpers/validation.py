@@ -85,7 +85,9 @@ def generated_dataset(chunks: int | None, batch_size: int, *, seed: int = 0, fea
     call per chunk, in ``tf.numpy_function``): the same examples in the same order, their number
     known only after a full pass. Elements are ``(x, y)``, ready for Keras; with ``with_ids``,
     dicts ``{"x", "y", "id"}`` whose ids count examples from 0 in generation order.
-    ``on_chunk(chunk)`` is called each time a chunk is generated (to watch passes re-generate).
+    ``on_chunk(chunk)`` is called each time a chunk is generated, to watch passes re-generate
+    (from ``tf.data``'s threads, which may generate a pass's chunks in parallel and out of order;
+    the examples keep their order).
     Cardinality: unknown when finite, declared infinite when ``chunks`` is None.
 
     >>> ds = generated_dataset(5, batch_size=4, seed=1, with_ids=True)
@@ -104,7 +106,7 @@ def generated_dataset(chunks: int | None, batch_size: int, *, seed: int = 0, fea
         return chunk_examples(int(chunk), seed=seed, features=features, max_per_chunk=max_per_chunk)
 
     def one_chunk(chunk: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        x, y = tf.numpy_function(make, [chunk], [tf.float32, tf.float32], stateful=on_chunk is not None)
+        x, y = tf.numpy_function(make, [chunk], [tf.float32, tf.float32], stateful=False)
         return tf.ensure_shape(x, [None, features]), tf.ensure_shape(y, [None, 1])
 
     numbers = tf.data.Dataset.counter() if chunks is None else tf.data.Dataset.range(chunks)

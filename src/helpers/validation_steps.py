@@ -88,8 +88,9 @@ class CompiledSteps:
         self.loss_fn, self.metrics, self.optimizer, self.strategy = loss_fn, tuple(metrics), optimizer, strategy
         self.eval_step = tf.function(self._eval_batch, autograph=False)
         self.train_step = tf.function(self._train_batch, autograph=False)
-        self.eval_pass = tf.function(self._eval_pass)
-        self.stream_pass = tf.function(self._stream_pass, reduce_retracing=True)
+        self.eval_pass = tf.function(self._eval_pass, autograph=False)
+        self.stream_pass = tf.function(self._stream_pass, autograph=False, reduce_retracing=True)
+        self._prepared: list[tuple[bool, Any]] = []  # element specs already traced
 
     @property
     def model(self) -> keras.Model:
@@ -170,20 +171,28 @@ class CompiledSteps:
         return total, count, tf.cond(ids.size() > 0, ids.concat, lambda: tf.zeros([0], tf.int64))
 
     def _eval_pass(self, dataset: tf.data.Dataset) -> tuple:
-        """A whole pass in one call: a fresh iterator, a ``while`` loop (``iter(dataset)``, not
-        ``dataset``, which AutoGraph would turn into functions instantiated anew on every call)."""
-        state = self._start()
-        for element in iter(dataset):
-            state = self._add(state, element)
+        """A whole pass in one call: a new iterator, a ``while`` loop on its ``get_next_as_optional``
+        (iterating the dataset itself would build functions that TensorFlow instantiates anew on
+        every call). The loops are written out, not left to AutoGraph: no conversion can fail."""
+        iterator = iter(dataset)
+
+        def body(optional: Any, *state: Any) -> tuple:
+            state = self._add(state, optional.get_value())
+            return (iterator.get_next_as_optional(), *state)
+
+        _, *state = tf.while_loop(lambda optional, *_: optional.has_value(), body,
+                                  (iterator.get_next_as_optional(), *self._start()))
         return self._finish(state)
 
     def _stream_pass(self, iterator: Any, first: Any) -> tuple:
         """A whole pass of a :class:`ValidationStream`: ``first``, then batches up to the marker."""
-        state = self._add(self._start(), first)
-        is_end, element = iterator.get_next()
-        while not is_end:
+
+        def body(is_end: Any, element: Any, *state: Any) -> tuple:
             state = self._add(state, element)
-            is_end, element = iterator.get_next()
+            return (*iterator.get_next(), *state)
+
+        _, _, *state = tf.while_loop(lambda is_end, *_: tf.logical_not(is_end), body,
+                                     (*iterator.get_next(), *self._add(self._start(), first)))
         return self._finish(state)
 
     def prepare(self, spec: Any, name: str, *, train: bool) -> None:
@@ -194,10 +203,14 @@ class CompiledSteps:
             raise TypeError(f"{name} has sample weights, but loss_fn {loss_name(self.loss_fn)} is a plain "
                             "function that cannot take them: use a keras.losses.Loss object")
         step = self.train_step if train else self.eval_step
+        signature = relaxed_signature((x, y) if weight is None else (x, y, weight))
+        if (train, signature) in self._prepared:
+            return
         try:
-            step.get_concrete_function(*relaxed_signature((x, y) if weight is None else (x, y, weight)))
+            step.get_concrete_function(*signature)
         except _Failed as failed:
             raise self.explain(failed, spec, name) from None
+        self._prepared.append((train, signature))
 
     def explain(self, failed: _Failed, spec: Any, name: str) -> Exception:
         error, stage = failed.error, failed.stage
