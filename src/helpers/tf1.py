@@ -162,7 +162,9 @@ class ValidationPasses:
 
     The graph holds the model as ``tf.compat.v1`` ops (``Dense`` layers: ReLU between, linear last),
     initialised from ``weights`` (``model.get_weights()``) and saved once as a snapshot, plus two
-    input pipelines over the same :func:`helpers.validation.generated_dataset` examples:
+    input pipelines over the same :func:`helpers.validation.generated_dataset` examples, both calling
+    :func:`helpers.validation.chunk_examples` once per chunk per pass (``py_func`` into the queue,
+    ``tf.numpy_function`` in ``tf.data``), as the TF2 helpers do:
 
     * :meth:`pass_new_session`: the source's workaround. A validation *queue* (``num_epochs=1``)
       closes after one pass, so every pass opens a new session, restores the snapshot, starts the

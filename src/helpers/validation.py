@@ -330,7 +330,8 @@ def train_with_validation(model: keras.Model, optimizer: keras.optimizers.Optimi
     as they were: TypeError for wrong types; ValueError for ``steps < 1``, ``every < 1``, an
     infinite or empty ``val_ds``, a per-example loss, elements that do not fit the model, a
     training batch smaller than the number of replicas, or a model, optimizer or metric created in a
-    different strategy scope.
+    different strategy scope. A ``train_ds`` of unknown size that runs out before ``steps`` is found
+    only then (ValueError naming the step; the steps taken stay taken).
     """
     check_model(model)
     check_optimizer(optimizer)
