@@ -221,9 +221,9 @@ def eval_trace_count(model: keras.Model, loss_fn: Callable, metrics: Sequence[An
     return steps.traces["eval"]
 
 
-def evaluate(model: keras.Model, data: tf.data.Dataset | ValidationStream, loss_fn: Callable,
+def evaluate(model: keras.Model, dataset: tf.data.Dataset | ValidationStream, loss_fn: Callable,
              metrics: Sequence[Any] = (), *, return_ids: bool = False) -> dict[str, Any]:
-    """One full pass over ``data``: the mean loss (and metrics) over *examples*, and how many.
+    """One full pass over ``dataset``: the mean loss (and metrics) over *examples*, and how many.
 
     A dataset is iterated afresh on every call; a :class:`ValidationStream` gives its next pass:
     either way every example once, in the same order. A batch's mean counts as many times as the
@@ -242,18 +242,18 @@ def evaluate(model: keras.Model, data: tf.data.Dataset | ValidationStream, loss_
     fit the model, or a model, optimizer or metric created in a different strategy scope.
     """
     check_model(model)
-    if not isinstance(data, ValidationStream):
-        check_dataset(data, "dataset")
-        check_finite(data, "dataset")
+    if not isinstance(dataset, ValidationStream):
+        check_dataset(dataset, "dataset")
+        check_finite(dataset, "dataset")
     check_loss(loss_fn)
     metrics = check_metrics(metrics)
-    name = data.name if isinstance(data, ValidationStream) else "dataset"
-    ensure_built(model, data.element_spec, name)
+    name = dataset.name if isinstance(dataset, ValidationStream) else "dataset"
+    ensure_built(model, dataset.element_spec, name)
     strategy = check_strategy(model, None, metrics)
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         steps = _eval_steps(model, loss_fn, metrics, strategy)
-        steps.prepare(data.element_spec, name, train=False)
-        return _run_pass(steps, data, name, return_ids=return_ids)
+        steps.prepare(dataset.element_spec, name, train=False)
+        return _run_pass(steps, dataset, name, return_ids=return_ids)
 
 
 def _run_pass(steps: CompiledSteps, data: tf.data.Dataset | ValidationStream, name: str, *,

@@ -33,7 +33,17 @@ _MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
 
 def unpack(element: Any, name: str) -> tuple[Any, Any, Any, Any]:
-    """``(x, y, sample_weight or None, ids or None)`` of a Keras tuple or a dict element."""
+    """``(x, y, sample_weight or None, ids or None)`` of a Keras tuple or a dict element.
+
+    >>> unpack({"x": 1, "y": 2, "id": 3}, "batch")
+    (1, 2, None, 3)
+    >>> unpack((1, 2, 0.5), "batch")  # a third tuple element is a sample weight, as in Keras
+    (1, 2, 0.5, None)
+    >>> unpack({"x": 1}, "val_ds")
+    Traceback (most recent call last):
+    ...
+    TypeError: val_ds: a dict element needs the keys 'x' and 'y' (and may have 'id', 'sample_weight'), got ['x']
+    """
     if isinstance(element, dict):
         unknown = sorted(set(element) - {"x", "y", "sample_weight", "id"})
         if unknown or "x" not in element or "y" not in element:
@@ -41,7 +51,6 @@ def unpack(element: Any, name: str) -> tuple[Any, Any, Any, Any]:
                             f"'sample_weight'), got {sorted(element)}")
         return element["x"], element["y"], element.get("sample_weight"), element.get("id")
     return (*unpack_batch(element, name), None)
-
 
 
 # --------------------------------------------------------------------------- compiled steps
@@ -61,7 +70,7 @@ def _stage(stage: str) -> Iterator[None]:
         yield
     except _Failed:
         raise
-    except Exception as error:  # noqa: BLE001 - re-raised with its culprit named by _Steps.explain
+    except Exception as error:  # noqa: BLE001 - re-raised with its culprit named by CompiledSteps.explain
         raise _Failed(stage, error) from error
 
 
@@ -79,7 +88,13 @@ class CompiledSteps:
 
     Each step is a ``tf.function`` traced once with the batch dimension open, so every batch size
     (a smaller last batch too) reuses one graph. Under a strategy every replica gets its share
-    of the batch. It holds the model weakly: a cached ``_Steps`` never keeps a model alive.
+    of the batch. It holds the model weakly: a cached instance never keeps a model alive.
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> steps = CompiledSteps(model, keras.losses.MeanSquaredError())
+    >>> steps.prepare((tf.TensorSpec([None, 2]), tf.TensorSpec([None, 1])), "val_ds", train=False)
+    >>> sums, n = steps.eval_step(tf.ones([3, 2]), tf.zeros([3, 1])); int(n), steps.traces["eval"]
+    (3, 1)
     """
 
     def __init__(self, model: keras.Model, loss_fn: Callable, metrics: Sequence[Any] = (),
@@ -244,6 +259,11 @@ def _shapes(spec: Any) -> str:
 
 
 def metric_name(metric: Any, index: int) -> str:
+    """The key of ``metric`` in results: a Keras metric's ``name``, a function's ``__name__``.
+
+    >>> metric_name(keras.metrics.MeanAbsoluteError(), 0), metric_name(lambda y, p: y, 1)
+    ('mean_absolute_error', '<lambda>')
+    """
     return getattr(metric, "name", None) or getattr(metric, "__name__", f"metric_{index}")
 
 
@@ -251,7 +271,14 @@ def metric_name(metric: Any, index: int) -> str:
 
 
 def strategy_of(variables: Sequence[Any], owner: str) -> Any:
-    """The strategy that ``variables`` were created in (None: plain variables)."""
+    """The strategy that ``variables`` were created in (None: plain variables); a ValueError naming
+    ``owner`` when they come from different scopes.
+
+    >>> layer = keras.layers.Dense(1)
+    >>> layer.build((None, 2))
+    >>> strategy_of(layer.variables, "layer") is None  # built outside any strategy's scope
+    True
+    """
     found = {id(s): s for s in (getattr(tf_variable(v), "distribute_strategy", None)
                                 if isinstance(tf_variable(v), tf.distribute.DistributedValues) else None
                                 for v in variables)}
@@ -262,7 +289,12 @@ def strategy_of(variables: Sequence[Any], owner: str) -> Any:
 
 
 def check_strategy(model: keras.Model, optimizer: Any, metrics: Sequence[Any]) -> Any:
-    """The model's strategy (None: one device) once the scope, optimizer and metrics agree with it."""
+    """The model's strategy (None: one device) once the current scope, the optimizer and the Keras
+    metrics agree with it; otherwise a ValueError naming the one that was created elsewhere.
+
+    >>> check_strategy(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), None, ()) is None
+    True
+    """
     if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
         raise RuntimeError("the helpers run the replicas themselves: call them outside strategy.run()")
     current = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
@@ -285,6 +317,13 @@ def check_strategy(model: keras.Model, optimizer: Any, metrics: Sequence[Any]) -
 
 
 def check_loss(loss_fn: Any) -> Callable:
+    """``loss_fn`` if callable and not a Keras loss with ``reduction="sum"`` (a sum, not a mean).
+
+    >>> check_loss(keras.losses.MeanSquaredError(reduction="sum"))
+    Traceback (most recent call last):
+    ...
+    ValueError: loss_fn MeanSquaredError has reduction='sum', so it returns a batch's sum; the helpers weight batch means by batch sizes: use the default reduction
+    """
     check_loss_fn(loss_fn)
     if isinstance(loss_fn, keras.losses.Loss) and loss_fn.reduction == "sum":
         raise ValueError(f"loss_fn {loss_name(loss_fn)} has reduction='sum', so it returns a batch's sum; "
@@ -293,6 +332,13 @@ def check_loss(loss_fn: Any) -> Callable:
 
 
 def check_metrics(metrics: Any) -> tuple:
+    """``metrics`` as a tuple of Keras metrics or functions, else a TypeError naming the bad one.
+
+    >>> check_metrics(["mae"])
+    Traceback (most recent call last):
+    ...
+    TypeError: metrics[0] ('mae') is neither a Keras metric nor a function
+    """
     if isinstance(metrics, (str, bytes, dict)) or not hasattr(metrics, "__iter__"):
         raise TypeError(f"metrics must be a sequence of Keras metrics or functions, got {type(metrics).__name__}")
     metrics = tuple(metrics)
@@ -304,7 +350,14 @@ def check_metrics(metrics: Any) -> tuple:
 
 def ensure_built(model: keras.Model, spec: Any, name: str) -> None:
     """Build an unbuilt model the way its first call would: on symbolic inputs (no op runs, no
-    state changes but the new variables), so that a subclassed model's layers all exist."""
+    state changes but the new variables), so that a subclassed model's layers all exist. Inputs
+    that do not fit are a ValueError naming ``name``.
+
+    >>> model = keras.Sequential([keras.layers.Dense(1)])
+    >>> ensure_built(model, (tf.TensorSpec([None, 3]), tf.TensorSpec([None, 1])), "train_ds")
+    >>> model.built, tuple(model.layers[0].kernel.shape)
+    (True, (3, 1))
+    """
     if not model.built:
         x = unpack(spec, name)[0]
         try:
