@@ -18,8 +18,6 @@ from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-# Notebooks whose cells do not yet survive a second run (each topic's fix removes its entry).
-NOT_YET = {"04_validation_queues.ipynb"}
 
 
 def _sanitizers() -> list[tuple[re.Pattern, str]]:
@@ -49,8 +47,6 @@ def printed(cell) -> list[str]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_cell_run_twice_prints_the_same(path):
-    if path.name in NOT_YET:
-        pytest.xfail(f"{path.name}: cells not yet re-runnable")
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})

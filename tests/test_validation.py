@@ -1,11 +1,14 @@
-"""helpers.validation: exactly once, same order, undisturbed training, evaluate == Keras == NumPy,
-bad inputs (state left as it was), trace counts; and notebook 04's checker."""
+"""helpers.validation: exactly once, same order, undisturbed training, evaluate == Keras == NumPy
+(regularisers, sample weights), the long-lived ValidationStream, strategies, bad inputs (state left
+as it was), trace counts, no model kept alive; and notebook 04's checkers."""
 
 from __future__ import annotations
 
-import io
 import contextlib
+import gc
+import io
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -19,18 +22,20 @@ import tensorflow as tf  # noqa: E402
 
 from helpers import tf1  # noqa: E402
 from helpers import validation as V  # noqa: E402
-from helpers.exercises import CheckFailed  # noqa: E402
-from helpers.exercises.validation import check_mean_loss  # noqa: E402
+from helpers.exercises import CheckFailed, checker  # noqa: E402
+from tests.notebook_answers import answer, stub  # noqa: E402
 
+NOTEBOOK = "04_validation_queues"
 BATCH = 8
 VAL_CHUNKS, VAL_SEED = 3, 1  # 54 examples: 6 batches of 8 and one of 6 (checked below)
+MSE = keras.losses.MeanSquaredError()
 
 
-def make_model(seed: int = 0) -> keras.Model:
+def make_model(seed: int = 0, **dense) -> keras.Model:
     keras.utils.set_random_seed(seed)
     return keras.Sequential([
         keras.Input((V.FEATURES,)),
-        keras.layers.Dense(8, activation="relu"),
+        keras.layers.Dense(8, activation="relu", **dense),
         keras.layers.Dense(1),
     ])
 
@@ -39,8 +44,8 @@ def val_ds(**kwargs) -> tf.data.Dataset:
     return V.generated_dataset(VAL_CHUNKS, BATCH, seed=VAL_SEED, **kwargs)
 
 
-def train_ds() -> tf.data.Dataset:
-    return V.generated_dataset(None, BATCH, seed=7)
+def train_ds(**kwargs) -> tf.data.Dataset:
+    return V.generated_dataset(None, BATCH, seed=7, **kwargs)
 
 
 def snapshot(model: keras.Model, optimizer: keras.optimizers.Optimizer | None = None) -> list[np.ndarray]:
@@ -54,7 +59,10 @@ def same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
 
 
-MSE = keras.losses.MeanSquaredError()
+def keras_evaluate(model: keras.Model, dataset: tf.data.Dataset) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "input ran out of data": how a pass of unknown size ends
+        return model.evaluate(dataset, verbose=0, return_dict=True)
 
 
 # --------------------------------------------------------------------------- data
@@ -64,19 +72,37 @@ def test_generated_dataset_size_is_unknown_and_not_a_multiple_of_the_batch():
     ds = val_ds()
     assert int(ds.cardinality()) == tf.data.UNKNOWN_CARDINALITY
     assert int(train_ds().cardinality()) == tf.data.INFINITE_CARDINALITY
-    sizes = [len(ids) for _, _, ids in ds]
-    n = sum(sizes)
-    assert n % BATCH != 0
+    assert isinstance(ds.element_spec, tuple) and len(ds.element_spec) == 2  # Keras-ready (x, y)
+    sizes = [len(y) for _, y in ds]
+    assert sum(sizes) % BATCH != 0
     assert sizes[:-1] == [BATCH] * (len(sizes) - 1) and 0 < sizes[-1] < BATCH
 
 
-def test_generated_dataset_repeats_the_same_examples_each_pass():
-    first, second = V.collect(val_ds()), V.collect(val_ds())
-    for a, b in zip(first, second):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(first[2], np.arange(len(first[2])))
-    x, y = V.collect(val_ds(with_ids=False))
-    np.testing.assert_array_equal(x, first[0])
+def test_generated_dataset_repeats_the_same_examples_each_pass_with_or_without_ids():
+    first, second = V.collect(val_ds(with_ids=True)), V.collect(val_ds(with_ids=True))
+    for key in ("x", "y", "id"):
+        np.testing.assert_array_equal(first[key], second[key])
+    np.testing.assert_array_equal(first["id"], np.arange(len(first["id"])))
+    x, y = V.collect(val_ds())
+    np.testing.assert_array_equal(x, first["x"])
+    np.testing.assert_array_equal(y, first["y"])
+
+
+def test_every_pass_generates_every_chunk_again():
+    made = []
+    ds = val_ds(on_chunk=made.append)
+    V.collect(ds)
+    V.collect(ds)
+    assert sorted(made) == sorted(list(range(VAL_CHUNKS)) * 2)  # generated in parallel: any order
+
+
+def test_drop_ids_makes_keras_tuples():
+    x, y = next(iter(val_ds(with_ids=True).map(V.drop_ids)))
+    assert x.shape[1] == V.FEATURES and y.shape[1] == 1
+    weighted = {"x": tf.zeros([2, 1]), "y": tf.zeros([2]), "id": tf.range(2), "sample_weight": tf.ones([2])}
+    assert len(V.drop_ids(weighted)) == 3
+    with pytest.raises(TypeError, match="dict elements"):
+        V.drop_ids((tf.zeros([2, 1]), tf.zeros([2])))
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -85,6 +111,7 @@ def test_generated_dataset_repeats_the_same_examples_each_pass():
     ({"batch_size": 0}, ValueError, "batch_size"),
     ({"batch_size": "8"}, TypeError, "batch_size"),
     ({"max_per_chunk": 0}, ValueError, "max_per_chunk"),
+    ({"on_chunk": 3}, TypeError, "on_chunk"),
 ])
 def test_generated_dataset_bad_arguments(kwargs, error, match):
     args = {"chunks": 3, "batch_size": 4} | kwargs
@@ -92,12 +119,19 @@ def test_generated_dataset_bad_arguments(kwargs, error, match):
         V.generated_dataset(**args)
 
 
+def test_collect_refuses_an_infinite_or_empty_dataset():
+    with pytest.raises(ValueError, match="infinite"):
+        V.collect(train_ds())
+    with pytest.raises(ValueError, match="empty"):
+        V.collect(V.generated_dataset(0, BATCH))
+
+
 # --------------------------------------------------------------------------- evaluate
 
 
 def test_evaluate_sees_every_example_once_in_the_same_order_every_pass():
-    model, ds = make_model(), val_ds()
-    n = len(V.collect(ds)[2])
+    model, ds = make_model(), val_ds(with_ids=True)
+    n = len(V.collect(ds)["id"])
     for _ in range(3):
         result = V.evaluate(model, ds, MSE, return_ids=True)
         assert result["examples"] == n
@@ -113,23 +147,96 @@ def test_evaluate_equals_keras_evaluate_and_numpy_mean():
         return tf.reduce_mean(tf.abs(y_true - y_pred))
 
     ours = V.evaluate(model, ds, MSE, metrics=[mae, abs_error])
-
-    x, y, _ = V.collect(ds)
+    x, y = V.collect(ds)
     errors = model(x).numpy().astype(np.float64) - y
     assert ours["loss"] == pytest.approx(np.mean(errors**2), rel=1e-5)
     assert ours["mean_absolute_error"] == pytest.approx(np.mean(np.abs(errors)), rel=1e-5)
     assert ours["abs_error"] == pytest.approx(np.mean(np.abs(errors)), rel=1e-5)
 
     model.compile(loss=MSE, metrics=[keras.metrics.MeanAbsoluteError()])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "input ran out of data": how a pass of unknown size ends
-        theirs = model.evaluate(ds.map(V.drop_ids), verbose=0, return_dict=True)
+    theirs = keras_evaluate(model, ds)
     assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-5)
     assert ours["mean_absolute_error"] == pytest.approx(theirs["mean_absolute_error"], rel=1e-5)
 
     # The data make the weighting matter: the plain average of batch means is 10x the tolerance away.
     batch_means = [np.mean(errors[i:i + BATCH] ** 2) for i in range(0, len(errors), BATCH)]
     assert abs(np.mean(batch_means) - ours["loss"]) > 1e-4 * ours["loss"]
+
+
+class Subclassed(keras.Model):
+    """A subclassed model with BatchNorm, an activity regulariser and an add_loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = keras.layers.Dense(8, activation="relu", kernel_regularizer=keras.regularizers.L2(0.5),
+                                         activity_regularizer=keras.regularizers.L1(0.01))
+        self.norm = keras.layers.BatchNormalization()
+        self.out = keras.layers.Dense(1)
+
+    def call(self, x, training=False):
+        h = self.norm(self.hidden(x), training=training)
+        self.add_loss(0.1 * tf.reduce_mean(tf.square(h)))
+        return self.out(h)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: make_model(kernel_regularizer=keras.regularizers.L2(0.5)),
+    lambda: make_model(activity_regularizer=keras.regularizers.L1(0.05)),
+    Subclassed,
+])
+def test_evaluate_equals_keras_for_regularised_models(build):
+    keras.utils.set_random_seed(0)
+    model = build()
+    ours = V.evaluate(model, val_ds(), MSE)
+    model.compile(loss=MSE)
+    theirs = keras_evaluate(model, val_ds())
+    x, y = V.collect(val_ds())
+    assert ours["loss"] - np.mean((model(x, training=False).numpy() - y) ** 2) > 0.01  # the penalty matters
+    assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-5)
+
+
+def test_evaluate_follows_a_frozen_regularised_layer():
+    model = make_model(kernel_regularizer=keras.regularizers.L2(0.5))
+    before = V.evaluate(model, val_ds(), MSE)["loss"]
+    model.layers[0].trainable = False  # Keras counts weight penalties of trainable weights only
+    model.compile(loss=MSE)
+    after = V.evaluate(model, val_ds(), MSE)["loss"]
+    assert after < before and after == pytest.approx(keras_evaluate(model, val_ds())["loss"], rel=1e-5)
+
+
+def test_evaluate_honours_sample_weights_as_keras_does():
+    model = make_model()
+    weighted = val_ds().map(lambda x, y: (x, y, tf.linspace(0.0, 2.0, tf.shape(x)[0])))
+    ours = V.evaluate(model, weighted, MSE, metrics=[keras.metrics.MeanAbsoluteError()])
+    model.compile(loss=MSE, weighted_metrics=[keras.metrics.MeanAbsoluteError()])
+    theirs = keras_evaluate(model, weighted)
+    assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-5)
+    assert ours["mean_absolute_error"] == pytest.approx(theirs["mean_absolute_error"], rel=1e-5)
+    assert ours["loss"] != pytest.approx(V.evaluate(model, val_ds(), MSE)["loss"], rel=1e-3)  # not ignored
+
+
+def test_sample_weights_that_cannot_be_honoured_are_refused():
+    model = make_model()
+    weighted = val_ds().map(lambda x, y: (x, y, tf.ones([tf.shape(x)[0]])))
+    with pytest.raises(TypeError, match="plain function"):
+        V.evaluate(model, weighted, lambda y, p: tf.reduce_mean(tf.square(y - p)))
+    with pytest.raises(TypeError, match=r"metrics\[0\].*cannot weight"):
+        V.evaluate(model, weighted, MSE, metrics=[lambda y, p: tf.reduce_mean(tf.abs(y - p))])
+
+
+@pytest.mark.parametrize("loss_fn, match", [
+    (keras.losses.mean_squared_error, "mean_squared_error.*one value per example"),
+    (keras.losses.MeanSquaredError(reduction=None), "MeanSquaredError.*one value per example"),
+    (keras.losses.MeanSquaredError(reduction="sum"), "MeanSquaredError has reduction='sum'"),
+])
+def test_a_loss_that_is_not_the_batch_mean_is_refused_by_name(loss_fn, match):
+    model, optimizer = make_model(), keras.optimizers.SGD(0.1)
+    before = snapshot(model)
+    with pytest.raises(ValueError, match=match):
+        V.evaluate(model, val_ds(), loss_fn)
+    with pytest.raises(ValueError, match=match):
+        V.train_with_validation(model, optimizer, loss_fn, train_ds(), val_ds(), steps=2, every=1)
+    assert same(before, snapshot(model)) and int(optimizer.iterations) == 0
 
 
 def test_evaluate_refuses_an_infinite_dataset():
@@ -151,10 +258,12 @@ def test_evaluate_refuses_an_empty_dataset():
 def test_evaluate_refuses_elements_that_do_not_fit_the_model():
     model = make_model()
     before = snapshot(model)
-    with pytest.raises(ValueError, match="do not fit the model"):
+    with pytest.raises(ValueError, match="do not fit the model.*expected axis -1"):
         V.evaluate(model, V.generated_dataset(2, BATCH, features=3), MSE)
-    with pytest.raises(ValueError, match=r"\(x, y\) pair"):
-        V.evaluate(model, val_ds().map(lambda x, y, ids: x), MSE)
+    with pytest.raises(TypeError, match=r"\(x, y\) pair"):
+        V.evaluate(model, val_ds().map(lambda x, y: x), MSE)
+    with pytest.raises(TypeError, match="keys 'x' and 'y'"):
+        V.evaluate(model, val_ds().map(lambda x, y: {"x": x, "target": y}), MSE)
     assert same(before, snapshot(model))
 
 
@@ -168,14 +277,79 @@ def test_evaluate_bad_types():
         V.evaluate(model, val_ds(), "mse")
     with pytest.raises(TypeError, match="metrics"):
         V.evaluate(model, val_ds(), MSE, metrics=[3])
+    with pytest.raises(TypeError, match="metrics"):
+        V.evaluate(model, val_ds(), MSE, metrics="mae")
+
+
+def test_no_model_is_kept_alive():
+    refs = []
+    for seed in range(10):
+        model = make_model(seed)
+        V.evaluate(model, val_ds(), MSE)
+        V.train_with_validation(model, keras.optimizers.SGD(0.01), MSE, train_ds(), val_ds(), steps=1, every=1)
+        refs.append(weakref.ref(model))
+    del model
+    gc.collect()
+    assert [r() for r in refs] == [None] * 10
+
+
+# --------------------------------------------------------------------------- ValidationStream
+
+
+def test_stream_passes_are_exact_and_regenerate_the_data():
+    made = []
+    stream = V.ValidationStream(val_ds(with_ids=True, on_chunk=made.append))
+    model = make_model()
+    fresh = V.evaluate(model, val_ds(with_ids=True), MSE, return_ids=True)
+    for number in range(1, 4):
+        result = V.evaluate(model, stream, MSE, return_ids=True)
+        np.testing.assert_array_equal(result["ids"], fresh["ids"])
+        assert result["loss"] == fresh["loss"] and result["examples"] == fresh["examples"]
+        assert sorted(made) == sorted(list(range(VAL_CHUNKS)) * number)  # generated again, no read-ahead
+    assert stream.passes == 3 and V.eval_trace_count(model, MSE) == 1
+
+
+def test_stream_passes_follow_a_source_whose_size_changes():
+    calls = {"n": 0}
+
+    def grows():  # 5, then 6, then 7 examples: a stream that counted batches would misalign
+        calls["n"] += 1
+        yield from (np.full([1], float(i), np.float32) for i in range(4 + calls["n"]))
+
+    source = tf.data.Dataset.from_generator(grows, output_signature=tf.TensorSpec([1], tf.float32))
+    stream = V.ValidationStream(source.map(lambda v: (v, v)).batch(4))
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, kernel_initializer="zeros")])
+    assert [V.evaluate(model, stream, MSE)["examples"] for _ in range(3)] == [5, 6, 7]
+
+
+def test_stream_shuffles_like_a_new_iterator():
+    ds = tf.data.Dataset.range(20).shuffle(20, seed=3).map(lambda i: {"x": tf.cast(i, tf.float32)[None],
+                                                                  "y": tf.zeros([1]), "id": i}).batch(6)
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    stream = V.ValidationStream(ds)
+    passes = [V.evaluate(model, stream, MSE, return_ids=True)["ids"] for _ in range(2)]
+    assert all(sorted(p) == list(range(20)) for p in passes) and not np.array_equal(*passes)
+
+
+def test_stream_bad_inputs():
+    with pytest.raises(ValueError, match="val_ds is infinite"):
+        V.ValidationStream(train_ds())
+    with pytest.raises(TypeError, match="val_ds must be a tf.data.Dataset"):
+        V.ValidationStream([1, 2])
+    ragged = tf.data.Dataset.from_tensor_slices(tf.ragged.constant([[1.0], [2.0, 3.0]])).batch(2)
+    with pytest.raises(TypeError, match="dense tensors"):
+        V.ValidationStream(ragged.map(lambda r: (r, r)))
+    model = make_model()
+    with pytest.raises(ValueError, match="val_ds is empty"):
+        V.evaluate(model, V.ValidationStream(V.generated_dataset(0, BATCH)), MSE)
 
 
 # --------------------------------------------------------------------------- train_with_validation
 
 
 def test_training_with_validation_every_k_steps():
-    model, ds = make_model(), val_ds()
-    n = len(V.collect(ds)[2])
+    model, ds = make_model(), val_ds(with_ids=True)
+    n = len(V.collect(ds)["id"])
     history = V.train_with_validation(model, keras.optimizers.SGD(0.05), MSE, train_ds(), ds, steps=10, every=4)
     assert history.step == list(range(1, 11)) and len(history.train_loss) == 10
     assert history.eval_step == [0, 4, 8]
@@ -183,29 +357,68 @@ def test_training_with_validation_every_k_steps():
     for ids in history.val_ids:
         np.testing.assert_array_equal(ids, np.arange(n))  # every example once, same order, each pass
     assert history.traces == {"train": 1, "eval": 1}  # last validation batch smaller: no retrace
-    assert history.val[0]["loss"] == pytest.approx(V.evaluate(make_model(), ds, MSE)["loss"], rel=1e-6)
+    assert history.val[0]["loss"] == V.evaluate(make_model(), ds, MSE)["loss"]
     assert history.val_metric("loss")[-1] < history.val_metric("loss")[0]  # it learned something
 
 
 def test_evaluation_does_not_disturb_the_training_stream():
     steps = 12
     with_eval, alone = make_model(), make_model()
-    h1 = V.train_with_validation(with_eval, keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(), steps, every=3)
-    h2 = V.train_with_validation(alone, keras.optimizers.Adam(0.01), MSE, train_ds(), None, steps, every=3)
+    h1 = V.train_with_validation(with_eval, keras.optimizers.Adam(0.01), MSE, train_ds(with_ids=True), val_ds(),
+                                 steps, every=3)
+    h2 = V.train_with_validation(alone, keras.optimizers.Adam(0.01), MSE, train_ds(with_ids=True), None,
+                                 steps, every=3)
     assert len(h1.val) == 5 and h2.val == []
-    reference = np.concatenate([ids.numpy() for _, _, ids in train_ds().take(steps)])
-    np.testing.assert_array_equal(np.concatenate(h1.train_ids), reference)
-    np.testing.assert_array_equal(np.concatenate(h2.train_ids), reference)
+    np.testing.assert_array_equal(np.concatenate(h1.train_ids), np.arange(steps * BATCH))
+    np.testing.assert_array_equal(np.concatenate(h2.train_ids), np.arange(steps * BATCH))
     assert h1.train_loss == h2.train_loss
     assert same(snapshot(with_eval), snapshot(alone))
 
 
+@pytest.mark.parametrize("dense, weighted", [
+    ({"kernel_regularizer": keras.regularizers.L2(0.1)}, False),
+    ({"activity_regularizer": keras.regularizers.L1(0.05)}, True),
+])
+def test_training_equals_keras_fit_with_regularisers_and_sample_weights(dense, weighted):
+    steps = 6
+    data = train_ds()
+    if weighted:
+        data = data.map(lambda x, y: (x, y, tf.linspace(0.5, 1.5, tf.shape(x)[0])))
+    ours, theirs = make_model(**dense), make_model(**dense)
+    history = V.train_with_validation(ours, keras.optimizers.SGD(0.05), MSE, data, None, steps=steps, every=1)
+    theirs.compile(optimizer=keras.optimizers.SGD(0.05), loss=MSE)
+    fit = theirs.fit(data, steps_per_epoch=1, epochs=steps, shuffle=False, verbose=0)
+    np.testing.assert_allclose(history.train_loss, fit.history["loss"], rtol=1e-5)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_training_continues_from_an_iterator():
-    iterator = iter(train_ds())
+    iterator = iter(train_ds(with_ids=True))
     model = make_model()
     V.train_with_validation(model, keras.optimizers.SGD(0.01), MSE, iterator, val_ds(), steps=2, every=1)
     h = V.train_with_validation(model, keras.optimizers.SGD(0.01), MSE, iterator, None, steps=2, every=1)
     np.testing.assert_array_equal(h.train_ids[0], np.arange(2 * BATCH, 3 * BATCH))
+
+
+def test_training_follows_a_frozen_layer():
+    model = make_model()
+    model.layers[0].trainable = False
+    frozen = [w.copy() for w in model.layers[0].get_weights()]
+    V.train_with_validation(model, keras.optimizers.SGD(0.05), MSE, train_ds(), None, steps=3, every=1)
+    assert same(frozen, model.layers[0].get_weights())
+    model.layers[0].trainable = True
+    V.train_with_validation(model, keras.optimizers.SGD(0.05), MSE, train_ds(), None, steps=3, every=1)
+    assert not same(frozen, model.layers[0].get_weights())
+
+
+def test_a_batch_norm_model_trains_and_validates_in_inference_mode():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((V.FEATURES,)), keras.layers.Dense(8), keras.layers.BatchNormalization(),
+                              keras.layers.Dense(1)])
+    history = V.train_with_validation(model, keras.optimizers.SGD(0.05), MSE, train_ds(), val_ds(), steps=4, every=2)
+    model.compile(loss=MSE)
+    assert history.val[-1]["loss"] == pytest.approx(keras_evaluate(model, val_ds())["loss"], rel=1e-5)
 
 
 @pytest.mark.parametrize("change, error, match", [
@@ -217,8 +430,10 @@ def test_training_continues_from_an_iterator():
     ({"val_ds": "misfit"}, ValueError, "val_ds: .* do not fit the model"),
     ({"train_ds": "misfit"}, ValueError, "train_ds: .* do not fit the model"),
     ({"train_ds": "short"}, ValueError, "train_ds has 2 batches"),
+    ({"train_ds": "empty batch"}, ValueError, "batch 1 has 0 examples"),
     ({"train_ds": [1, 2]}, TypeError, "train_ds"),
     ({"optimizer": "sgd"}, TypeError, "optimizer"),
+    ({"metrics": [lambda y: y]}, TypeError, r"metrics\[0\]"),
 ])
 def test_bad_input_is_refused_before_any_training(change, error, match):
     model = make_model()
@@ -232,12 +447,13 @@ def test_bad_input_is_refused_before_any_training(change, error, match):
         "empty": V.generated_dataset(0, BATCH),
         "misfit": V.generated_dataset(None if "train_ds" in change else 2, BATCH, features=3),
         "short": tf.data.Dataset.from_tensor_slices(V.collect(val_ds())).batch(BATCH).take(2),
+        "empty batch": train_ds().map(lambda x, y: (x[:0], y[:0])),
     }
-    args = {"optimizer": optimizer, "train_ds": train_ds(), "val_ds": val_ds(), "steps": 5, "every": 2}
+    args = {"optimizer": optimizer, "train_ds": train_ds(), "val_ds": val_ds(), "steps": 5, "every": 2, "metrics": ()}
     args |= {k: named.get(v, v) if isinstance(v, str) and k != "optimizer" else v for k, v in change.items()}
     with pytest.raises(error, match=match):
         V.train_with_validation(model, args["optimizer"], MSE, args["train_ds"], args["val_ds"],
-                                steps=args["steps"], every=args["every"], at_start=False)
+                                steps=args["steps"], every=args["every"], metrics=args["metrics"], at_start=False)
     assert same(before, snapshot(model, optimizer))
     assert int(optimizer.iterations) == iterations
 
@@ -250,15 +466,99 @@ def test_progress_display_when_verbose():
     assert "val_loss" in out.getvalue()
 
 
-def test_history_plots(tmp_path):
-    import matplotlib
+def test_example_count_counts_examples_per_keras_epoch_and_validation():
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=MSE, metrics=[V.ExampleCount()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logs = model.fit(train_ds(), steps_per_epoch=3, epochs=2, validation_data=val_ds(), verbose=0).history
+    n = len(V.collect(val_ds())[1])
+    assert logs["examples"] == [3 * BATCH, 3 * BATCH] and logs["val_examples"] == [n, n]
 
-    matplotlib.use("Agg")
-    history = V.train_with_validation(make_model(), keras.optimizers.SGD(0.05), MSE, train_ds(), val_ds(),
-                                      steps=6, every=3)
-    ax = history.plot(smooth=2)
-    assert len(ax.lines) == 2
-    np.testing.assert_array_equal(ax.lines[1].get_xdata(), [0, 3, 6])
+
+# --------------------------------------------------------------------------- strategies (fresh processes)
+
+
+STRATEGY_SETUP = """
+    from helpers import runtime
+    runtime.setup(seed=0, replicas=2)
+    import numpy as np, tensorflow as tf, keras
+    from helpers import validation as V
+
+    strategy = tf.distribute.MirroredStrategy()
+    mse = keras.losses.MeanSquaredError()
+    val = V.generated_dataset(3, 8, seed=1, with_ids=True)     # 54 examples, last batch 6
+    train = lambda: V.generated_dataset(None, 8, seed=7)
+
+    def build():
+        keras.utils.set_random_seed(0)
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu",
+                                 kernel_regularizer=keras.regularizers.L2(0.1)), keras.layers.Dense(1)])
+"""
+
+
+def test_helpers_inside_and_outside_a_mirrored_strategy_equal_one_device(fresh_python):
+    out = fresh_python(STRATEGY_SETUP + """
+    single = build()
+    ref = V.evaluate(single, val, mse, metrics=[keras.metrics.MeanAbsoluteError()], return_ids=True)
+    h_ref = V.train_with_validation(single, keras.optimizers.SGD(0.05), mse, train(), val, steps=6, every=3)
+    with strategy.scope():
+        model, opt, mae = build(), keras.optimizers.SGD(0.05), keras.metrics.MeanAbsoluteError()
+        inside = V.evaluate(model, val, mse, metrics=[mae], return_ids=True)
+    outside = V.evaluate(model, val, mse, metrics=[mae])
+    with strategy.scope():
+        h1 = V.train_with_validation(model, opt, mse, train(), val, steps=3, every=3)
+    h2 = V.train_with_validation(model, opt, mse, train().skip(3), val, steps=3, every=3, at_start=False)
+    one = V.generated_dataset(1, 8, seed=3).unbatch().take(1).batch(8)  # a replica gets no example
+    print("replicas", strategy.num_replicas_in_sync)
+    print("eval", abs(inside["loss"] - ref["loss"]) < 1e-6, abs(outside["loss"] - ref["loss"]) < 1e-6,
+          abs(inside["mean_absolute_error"] - ref["mean_absolute_error"]) < 1e-6,
+          np.array_equal(inside["ids"], ref["ids"]), inside["examples"])
+    print("train", np.allclose(h1.train_loss + h2.train_loss, h_ref.train_loss, rtol=1e-5),
+          np.allclose(h1.val_metric() + h2.val_metric(), h_ref.val_metric(), rtol=1e-5),
+          max(float(np.max(np.abs(a - b))) for a, b in zip(model.get_weights(), single.get_weights())) < 1e-6,
+          h1.traces)
+    print("empty_shard", abs(V.evaluate(model, one, mse)["loss"] - V.evaluate(single, one, mse)["loss"]) < 1e-5)
+    """)
+    lines = dict(line.split(" ", 1) for line in out.strip().splitlines())
+    assert lines["replicas"] == "2"
+    assert lines["eval"] == "True True True True 54"
+    assert lines["train"] == "True True True {'train': 1, 'eval': 1}"
+    assert lines["empty_shard"] == "True"
+
+
+def test_strategy_errors_name_the_real_culprit(fresh_python):
+    out = fresh_python(STRATEGY_SETUP + """
+    plain, plain_metric, plain_opt = build(), keras.metrics.MeanAbsoluteError(), keras.optimizers.SGD(0.1)
+    with strategy.scope():
+        model, opt = build(), keras.optimizers.SGD(0.1)
+    before = [w.copy() for w in model.get_weights()]
+    one = V.generated_dataset(None, 1, seed=3)
+    cases = {
+        "plain model inside": lambda: V.evaluate(plain, val, mse),
+        "metric outside": lambda: V.evaluate(model, val, mse, metrics=[plain_metric]),
+        "optimizer outside": lambda: V.train_with_validation(model, plain_opt, mse, train(), val, steps=1, every=1),
+        "batch of one": lambda: V.train_with_validation(model, opt, mse, one, None, steps=1, every=1),
+    }
+    for name, call in cases.items():
+        try:
+            if name == "plain model inside":
+                with strategy.scope():
+                    call()
+            else:
+                call()
+            print(name, "| no error")
+        except (ValueError, TypeError) as error:
+            print(name, "|", type(error).__name__, error)
+    print("unchanged |", all(np.array_equal(a, b) for a, b in zip(before, model.get_weights())), int(opt.iterations.numpy()))
+    """)
+    lines = dict(line.split(" | ", 1) for line in out.strip().splitlines())
+    assert "inside MirroredStrategy.scope(), but model" in lines["plain model inside"]
+    assert lines["metric outside"].startswith("ValueError metrics[0] (mean_absolute_error) was created outside")
+    assert lines["optimizer outside"].startswith("ValueError optimizer SGD was created outside")
+    assert "batch 1 has 1 examples for 2 replica(s)" in lines["batch of one"]
+    assert lines["unchanged"] == "True 0"
+    assert not any("do not fit" in line for line in lines.values())
 
 
 # --------------------------------------------------------------------------- TF1 baseline
@@ -266,47 +566,46 @@ def test_history_plots(tmp_path):
 
 @pytest.mark.parametrize("in_memory", [False, True])
 def test_tf1_passes_agree_with_evaluate_and_restart_each_time(tmp_path, in_memory):
-    model, ds = make_model(), val_ds(with_ids=False)
+    model, ds = make_model(), val_ds()
     ours = V.evaluate(model, ds, MSE)
     with tf1.ValidationPasses(model.get_weights(), chunks=VAL_CHUNKS, batch_size=BATCH, seed=VAL_SEED,
-                         snapshot_dir=str(tmp_path), in_memory=in_memory) as passes:
-        results = [passes.pass_new_session(), passes.pass_new_session(), passes.pass_same_session(), passes.pass_same_session()]
+                              snapshot_dir=str(tmp_path), in_memory=in_memory) as passes:
+        results = [passes.pass_new_session(), passes.pass_new_session(), passes.pass_same_session(),
+                   passes.pass_same_session()]
     for result in results:
         assert result["examples"] == ours["examples"]
         assert result["loss"] == pytest.approx(ours["loss"], rel=1e-5)
 
 
-# --------------------------------------------------------------------------- checker
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"weights": [np.zeros((4, 1))]}, ValueError, "kernel/bias pairs"),
+    ({"chunks": 0}, ValueError, "chunks"),
+    ({"batch_size": 1.5}, TypeError, "batch_size"),
+    ({"timeout_ms": 0}, ValueError, "timeout_ms"),
+])
+def test_tf1_passes_bad_arguments(tmp_path, kwargs, error, match):
+    args = {"weights": make_model().get_weights(), "chunks": 2, "batch_size": 4, "seed": 0,
+            "snapshot_dir": str(tmp_path)} | kwargs
+    with pytest.raises(error, match=match):
+        tf1.ValidationPasses(**args)
 
 
-def reference_mean_loss(model, dataset, loss_fn):
-    total, count = 0.0, 0
-    for x, y in dataset:
-        n = int(tf.shape(x)[0])
-        total += float(loss_fn(y, model(x, training=False))) * n
-        count += n
-    return total / count
+# --------------------------------------------------------------------------- checkers
 
 
-def test_checker_accepts_the_reference(capsys):
-    check_mean_loss(reference_mean_loss)
+def test_mean_loss_checker_accepts_the_reference_and_rejects_the_stub(capsys):
+    checker("validation").check_mean_loss(answer(NOTEBOOK, "mean_loss"))
     assert capsys.readouterr().out.startswith("Correct:")
-
-
-def test_checker_rejects_the_stub():
-    def stub(model, dataset, loss_fn):
-        raise NotImplementedError()
-
     with pytest.raises(CheckFailed, match="not written yet"):
-        check_mean_loss(stub)
+        checker("validation").check_mean_loss(stub(NOTEBOOK, "mean_loss"))
 
 
-def test_checker_explains_averaging_batch_means_without_the_answer():
+def test_mean_loss_checker_explains_averaging_batch_means_without_the_answer():
     def batch_means(model, dataset, loss_fn):
         return float(np.mean([float(loss_fn(y, model(x))) for x, y in dataset]))
 
     with pytest.raises(CheckFailed) as failure:
-        check_mean_loss(batch_means)
+        checker("validation").check_mean_loss(batch_means)
     hint = str(failure.value)
     assert "batch means" in hint and "4, 4, 2" in hint
     assert "2.6" not in hint and "* n" not in hint and "total" not in hint  # no expected value, no code
@@ -314,10 +613,90 @@ def test_checker_explains_averaging_batch_means_without_the_answer():
 
 @pytest.mark.parametrize("wrong, match", [
     (lambda m, d, l: float(np.mean([float(l(y, m(x))) for x, y in list(d)[:-1]])), "leaves out the last"),
-    (lambda m, d, l: reference_mean_loss(m, d, l) + 0 * len(list(d)), "2 passes"),
+    (lambda m, d, l: answer(NOTEBOOK, "mean_loss")(m, d, l) + 0 * len(list(d)), "2 passes"),
     (lambda m, d, l: None, "a Python float"),
-    (lambda m, d, l: 2 * reference_mean_loss(m, d, l), "not the mean loss"),
+    (lambda m, d, l: 2 * answer(NOTEBOOK, "mean_loss")(m, d, l), "not the mean loss"),
 ])
-def test_checker_rejects_other_wrong_answers(wrong, match):
+def test_mean_loss_checker_rejects_other_wrong_answers(wrong, match):
     with pytest.raises(CheckFailed, match=match):
-        check_mean_loss(wrong)
+        checker("validation").check_mean_loss(wrong)
+
+
+def test_validate_at_checker_accepts_the_reference_and_rejects_the_stub(capsys):
+    checker("validation").check_validate_at(answer(NOTEBOOK, "validate_at"))
+    assert capsys.readouterr().out.startswith("Correct:")
+    with pytest.raises(CheckFailed, match="not written yet"):
+        checker("validation").check_validate_at(stub(NOTEBOOK, "validate_at"))
+
+
+def _evaluate(val_ds, val_sums):
+    total, count = 0.0, 0
+    for x, y in val_ds:
+        batch_sum, n = val_sums(x, y)
+        total, count = total + float(batch_sum), count + int(n)
+    return total / count
+
+
+def _restarts_training(train_ds, val_ds, train_step, val_sums, eval_steps):
+    curve, done = [], 0
+    for step in eval_steps:
+        for x, y in train_ds.take(step - done):  # a new iterator every round: the stream starts over
+            train_step(x, y)
+        done = step
+        curve.append((step, _evaluate(val_ds, val_sums)))
+    return curve
+
+
+def _one_validation_iterator(train_ds, val_ds, train_step, val_sums, eval_steps):
+    train_iterator, val_iterator, curve = iter(train_ds), iter(val_ds), []
+    for step in range(max(eval_steps) + 1):
+        if step:
+            train_step(*next(train_iterator))
+        if step in eval_steps:
+            curve.append((step, _evaluate(val_iterator, val_sums)))  # used up after the first pass
+    return curve
+
+
+def _fixed_number_of_batches(train_ds, val_ds, train_step, val_sums, eval_steps):
+    train_iterator, cycling, curve = iter(train_ds), iter(val_ds.repeat()), []
+    for step in range(max(eval_steps) + 1):
+        if step:
+            train_step(*next(train_iterator))
+        if step in eval_steps:  # the TF1 cycling queue: 3 batches, whatever the size
+            curve.append((step, _evaluate([next(cycling) for _ in range(3)], val_sums)))
+    return curve
+
+
+def _evaluates_before_training(train_ds, val_ds, train_step, val_sums, eval_steps):
+    train_iterator, curve = iter(train_ds), []
+    for step in range(max(eval_steps) + 1):
+        if step in eval_steps:
+            curve.append((step, _evaluate(val_ds, val_sums)))
+        if step:
+            train_step(*next(train_iterator))
+    return curve
+
+
+def _averages_batch_means(train_ds, val_ds, train_step, val_sums, eval_steps):
+    train_iterator, curve = iter(train_ds), []
+    for step in range(max(eval_steps) + 1):
+        if step:
+            train_step(*next(train_iterator))
+        if step in eval_steps:
+            means = [float(s) / int(n) for s, n in (val_sums(x, y) for x, y in val_ds)]
+            curve.append((step, sum(means) / len(means)))
+    return curve
+
+
+@pytest.mark.parametrize("wrong, match", [
+    (_restarts_training, "training stream started over"),
+    (_one_validation_iterator, "after step 1 read no validation example"),
+    (_fixed_number_of_batches, "not each of the 7 once, in order"),
+    (_evaluates_before_training, "validation passes ran after steps"),
+    (_averages_batch_means, "divide the summed losses"),
+    (lambda *args: None, "read no validation example"),
+])
+def test_validate_at_checker_names_each_mistake(wrong, match):
+    with pytest.raises(CheckFailed, match=match) as failure:
+        checker("validation").check_validate_at(wrong)
+    assert "iter(" not in str(failure.value) and "for x" not in str(failure.value)  # a hint, not code

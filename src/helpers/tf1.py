@@ -203,7 +203,9 @@ class ValidationPasses:
 
     The graph holds the model as ``tf.compat.v1`` ops (``Dense`` layers: ReLU between, linear last),
     initialised from ``weights`` (``model.get_weights()``) and saved once as a snapshot, plus two
-    input pipelines over the same :func:`helpers.validation.generated_dataset` examples:
+    input pipelines over the same :func:`helpers.validation.generated_dataset` examples, both calling
+    :func:`helpers.validation.chunk_examples` once per chunk per pass (``py_func`` into the queue,
+    ``tf.numpy_function`` in ``tf.data``), as the TF2 helpers do:
 
     * :meth:`pass_new_session`: the source's workaround. A validation *queue* (``num_epochs=1``)
       closes after one pass, so every pass opens a new session, restores the snapshot, starts the
@@ -236,7 +238,7 @@ class ValidationPasses:
         self._timeout_ms = require_int("timeout_ms", timeout_ms, minimum=1)
         features = int(np.shape(weights[0])[0])
         if in_memory:
-            x_all, y_all, _ = collect(generated_dataset(chunks, batch_size, seed=seed, features=features))
+            x_all, y_all = collect(generated_dataset(chunks, batch_size, seed=seed, features=features))
         self.graph = tf.Graph()
         with self.graph.as_default():
             variables = [v1.Variable(np.asarray(w, np.float32), name=f"layer{i // 2}_{'kb'[i % 2]}")
@@ -264,7 +266,7 @@ class ValidationPasses:
                 y.set_shape([None, 1])
                 qx, qy = v1.train.batch([x, y], batch_size, enqueue_many=True, num_threads=1,
                                         allow_smaller_final_batch=True)
-                dataset = generated_dataset(chunks, batch_size, seed=seed, features=features, with_ids=False)
+                dataset = generated_dataset(chunks, batch_size, seed=seed, features=features)
             self._queue_sums = sums(qx, qy)
 
             # The TF1 fix: a tf.data iterator over the same examples, re-initialised in place.

@@ -1,4 +1,5 @@
-"""Checker for notebook 04's exercise: a validation loss that is the mean over *examples*."""
+"""Checkers for notebook 04's exercises: a validation mean over *examples*, and validation passes at
+chosen training steps that leave the training stream alone."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 import keras
 
-from helpers.exercises._core import call_learner, expect, passed
+from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
 # Ten examples in batches of 4, 4 and 2. The model predicts 0, so an example's squared error is
 # y**2: 1 for the first eight examples, 9 for the last two (the smaller last batch).
@@ -17,32 +18,30 @@ _TARGETS = np.array([1.0] * 8 + [3.0] * 2, dtype=np.float32)
 _BATCH = 4
 
 
-def _case() -> tuple[keras.Model, tf.data.Dataset, dict]:
-    """A zero model, a generator-backed dataset (size unknown to TensorFlow) and a pass counter."""
-    model = keras.Sequential([
-        keras.Input((2,)),
-        keras.layers.Dense(1, kernel_initializer="zeros", bias_initializer="zeros"),
-    ])
-    counter = {"passes": 0}
+def _generated(values: np.ndarray, counter: dict) -> tf.data.Dataset:
+    """``(x, y)`` batches of 4 from a generator (size unknown to TensorFlow); x[:, 0] is the
+    example's position; ``counter["passes"]`` counts the passes started."""
 
     def examples():
         counter["passes"] += 1
-        for target in _TARGETS:
-            yield np.zeros(2, np.float32), np.array([target], np.float32)
+        for index, target in enumerate(values):
+            yield np.array([index, 0.0], np.float32), np.array([target], np.float32)
 
-    dataset = tf.data.Dataset.from_generator(
-        examples,
-        output_signature=(tf.TensorSpec([2], tf.float32), tf.TensorSpec([1], tf.float32)),
+    return tf.data.Dataset.from_generator(
+        examples, output_signature=(tf.TensorSpec([2], tf.float32), tf.TensorSpec([1], tf.float32)),
     ).batch(_BATCH)
-    return model, dataset, counter
 
 
 def check_mean_loss(mean_loss: Callable) -> None:
     """``mean_loss(model, dataset, loss_fn) -> float`` must return the mean of ``loss_fn`` over every
     example of one pass over ``dataset`` (``(x, y)`` batches, the last one smaller)."""
-    model, dataset, counter = _case()
-    loss_fn = keras.losses.MeanSquaredError()
-    value = call_learner(mean_loss, model, dataset, loss_fn, name="mean_loss")
+    model = keras.Sequential([
+        keras.Input((2,)),
+        keras.layers.Dense(1, kernel_initializer="zeros", bias_initializer="zeros"),
+    ])
+    counter = {"passes": 0}
+    dataset = _generated(_TARGETS, counter)
+    value = call_learner(mean_loss, model, dataset, keras.losses.MeanSquaredError(), name="mean_loss")
 
     try:
         value = float(value)
@@ -68,3 +67,94 @@ def check_mean_loss(mean_loss: Callable) -> None:
            f"your value {value:.4f} is not the mean loss over the {len(per_example)} examples of the pass "
            f"(batches of sizes {', '.join(map(str, sizes))})")
     passed(f"mean over all {len(per_example)} examples, the smaller last batch weighted by its size")
+
+
+# --------------------------------------------------------------------------- validate_at
+
+_SCHEDULE = [0, 1, 2, 4, 8]
+_VAL_SIZES = (10, 7)  # batches of 4 + 4 + 2, then 4 + 3
+
+
+class _Recorder:
+    """The checker's training step and validation sums: they record what the learner's loop read."""
+
+    def __init__(self):
+        self.trained: list[int] = []            # first example id of each training batch, in order
+        self.read: dict[int, list[int]] = {}    # steps trained so far -> validation ids read then
+
+    def train_step(self, x, y) -> None:
+        self.trained.append(int(np.asarray(x)[0, 0]))
+
+    def val_sums(self, x, y):
+        """(sum of the losses of the batch, number of examples); an example's loss depends on how
+        many steps were trained, so a mean taken at the wrong time is wrong."""
+        ids = np.asarray(x)[:, 0].astype(int)
+        self.read.setdefault(len(self.trained), []).extend(ids.tolist())
+        losses = (ids + 1.0) * (len(self.trained) + 1.0)
+        return tf.constant(float(losses.sum())), tf.constant(len(ids))
+
+
+def _explain(recorder: _Recorder, schedule: list[int], size: int, *, finished: bool) -> None:
+    """The first way the recorded run differs from the right one, as a hint (or nothing)."""
+    stream = [_BATCH * i for i in range(len(recorder.trained))]
+    if recorder.trained != stream:
+        at = next(i for i, (a, b) in enumerate(zip(recorder.trained, stream)) if a != b)
+        restarted = recorder.trained[at] == 0
+        expect(False, f"training step {at + 1} read the batch starting at example {recorder.trained[at]}, not "
+               f"{stream[at]}: " + ("the training stream started over. Make the training iterator once, before "
+                                    "the loop, and keep taking batches from it" if restarted else
+                                    "some training batches were skipped or read twice"))
+    done = len(recorder.trained)
+    extra = sorted(set(recorder.read) - set(schedule))
+    expect(not extra, f"validation passes ran after steps {extra}, which eval_steps {schedule} does not list "
+                      "(count a step as done once its training batch is trained on)")
+    one_pass = list(range(size))
+    for step in (schedule if finished else [s for s in schedule if s <= done]):
+        ids = recorder.read.get(step, [])
+        expect(len(ids) > 0, f"the evaluation after step {step} read no validation example: a used-up iterator "
+                             "stays empty. Start a new pass over val_ds for every evaluation")
+        if not finished and step == done:
+            return  # the evaluation that raised: the learner's own error says more
+        times = len(ids) // size
+        expect(not (times > 1 and ids == one_pass * times),
+               f"{times} validation passes ran after step {step}: evaluate once per listed step, after its training")
+        expect(ids == one_pass,
+               f"the evaluation after step {step} read validation examples {ids}, not each of the {size} "
+               "once, in order: one evaluation is one full pass, from the first example to the last (its size "
+               "is not known in advance)")
+    if finished:
+        expect(done == max(schedule),
+               f"your loop ran {done} training steps; the last evaluation is after step {max(schedule)}")
+
+
+def check_validate_at(validate_at: Callable) -> None:
+    """``validate_at(train_ds, val_ds, train_step, val_sums, eval_steps)`` must train one step per
+    batch of one training stream and, after each step listed in ``eval_steps`` (0: before any
+    training), read one full pass of ``val_ds``; it returns ``[(step, mean validation loss), ...]``.
+    Two validation sets (10 and 7 examples) make sure the pass does not count on a known size."""
+    for size in _VAL_SIZES:
+        recorder = _Recorder()
+        train_ds = tf.data.Dataset.range(0, 10**6, _BATCH).map(
+            lambda first: (tf.stack([tf.cast(first + tf.range(_BATCH, dtype=tf.int64), tf.float32),
+                                     tf.zeros([_BATCH])], axis=1), tf.zeros([_BATCH, 1])))
+        val_ds = _generated(np.zeros(size, np.float32), {"passes": 0})
+        try:
+            curve = call_learner(validate_at, train_ds, val_ds, recorder.train_step, recorder.val_sums,
+                                 list(_SCHEDULE), name="validate_at")
+        except CheckFailed:
+            if recorder.trained or recorder.read:
+                _explain(recorder, _SCHEDULE, size, finished=False)  # a clearer hint from what was recorded
+            raise
+        _explain(recorder, _SCHEDULE, size, finished=True)
+        expect(isinstance(curve, (list, tuple)) and len(curve) == len(_SCHEDULE),
+               f"return a list with one (step, mean loss) pair per evaluation ({len(_SCHEDULE)}), "
+               f"got {type(curve).__name__}" + (f" of {len(curve)}" if hasattr(curve, "__len__") else ""))
+        mean_id_loss = np.mean(np.arange(size) + 1.0)
+        for (step, value), expected_step in zip(curve, _SCHEDULE):
+            expect(int(step) == expected_step, f"your pairs' steps are {[int(s) for s, _ in curve]}, not {_SCHEDULE}")
+            expect(math.isclose(float(value), mean_id_loss * (expected_step + 1.0), rel_tol=1e-6),
+                   f"the mean after step {expected_step} is {float(value):.4f}: divide the summed losses of the "
+                   "pass by the number of examples it read")
+    passed(f"evaluations after steps {', '.join(map(str, _SCHEDULE))}: each a full pass over the validation set "
+           f"in order ({' and '.join(map(str, _VAL_SIZES))} examples), and {max(_SCHEDULE)} training batches read "
+           "in order, as without evaluation")

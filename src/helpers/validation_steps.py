@@ -1,0 +1,368 @@
+"""The compiled steps and argument checks behind :mod:`helpers.validation` (notebook 04).
+
+* :class:`CompiledSteps`: a model's evaluation step (sums over a batch) and training step (loss plus
+  ``model.losses``, sample weights honoured), each traced once with the batch dimension open;
+  whole evaluation passes as one compiled call. Under a ``tf.distribute`` strategy every replica
+  gets its share of each batch. A tracing failure names its culprit: the dataset, the loss, a
+  metric or the optimizer.
+* :func:`unpack`: a batch as Keras reads it (``(x, y)``, ``(x, y, sample_weight)``) or a dict
+  ``{"x", "y", "id"[, "sample_weight"]}`` carrying example ids.
+* Checks that run before any state changes: :func:`check_strategy`, :func:`check_loss`,
+  :func:`check_metrics`, :func:`ensure_built`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import weakref
+from typing import Any, Callable, Iterator, Sequence
+
+import tensorflow as tf
+import keras
+
+from helpers.plumbing import (
+    check_loss_fn, loss_name, num_examples, regularization_loss, relaxed_signature, scalar_loss, tf_variable,
+    unpack_batch,
+)
+
+__all__ = ["CompiledSteps", "unpack", "metric_name", "strategy_of", "check_strategy", "check_loss", "check_metrics",
+           "ensure_built"]
+
+_MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
+
+
+def unpack(element: Any, name: str) -> tuple[Any, Any, Any, Any]:
+    """``(x, y, sample_weight or None, ids or None)`` of a Keras tuple or a dict element.
+
+    >>> unpack({"x": 1, "y": 2, "id": 3}, "batch")
+    (1, 2, None, 3)
+    >>> unpack((1, 2, 0.5), "batch")  # a third tuple element is a sample weight, as in Keras
+    (1, 2, 0.5, None)
+    >>> unpack({"x": 1}, "val_ds")
+    Traceback (most recent call last):
+    ...
+    TypeError: val_ds: a dict element needs the keys 'x' and 'y' (and may have 'id', 'sample_weight'), got ['x']
+    """
+    if isinstance(element, dict):
+        unknown = sorted(set(element) - {"x", "y", "sample_weight", "id"})
+        if unknown or "x" not in element or "y" not in element:
+            raise TypeError(f"{name}: a dict element needs the keys 'x' and 'y' (and may have 'id', "
+                            f"'sample_weight'), got {sorted(element)}")
+        return element["x"], element["y"], element.get("sample_weight"), element.get("id")
+    return (*unpack_batch(element, name), None)
+
+
+# --------------------------------------------------------------------------- compiled steps
+
+
+class _Failed(Exception):
+    """A step failed while being traced: ``stage`` says which part (model, loss, metric i, optimizer)."""
+
+    def __init__(self, stage: str, error: BaseException):
+        super().__init__(stage)
+        self.stage, self.error = stage, error
+
+
+@contextlib.contextmanager
+def _stage(stage: str) -> Iterator[None]:
+    try:
+        yield
+    except _Failed:
+        raise
+    except Exception as error:  # noqa: BLE001 - re-raised with its culprit named by CompiledSteps.explain
+        raise _Failed(stage, error) from error
+
+
+def _shard(*parts: Any) -> tuple[Any, ...]:
+    """This replica's contiguous share of a batch (sizes differ by at most one; may be empty)."""
+    context = tf.distribute.get_replica_context()
+    replica = tf.cast(context.replica_id_in_sync_group, tf.int64)
+    n, replicas = num_examples(parts[0]), context.num_replicas_in_sync
+    start, stop = (n * replica) // replicas, (n * (replica + 1)) // replicas
+    return tuple(None if part is None else tf.nest.map_structure(lambda t: t[start:stop], part) for part in parts)
+
+
+class CompiledSteps:
+    """The compiled evaluation (and, with an optimizer, training) step of one model.
+
+    Each step is a ``tf.function`` traced once with the batch dimension open, so every batch size
+    (a smaller last batch too) reuses one graph. Under a strategy every replica gets its share
+    of the batch. It holds the model weakly: a cached instance never keeps a model alive.
+
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> steps = CompiledSteps(model, keras.losses.MeanSquaredError())
+    >>> steps.prepare((tf.TensorSpec([None, 2]), tf.TensorSpec([None, 1])), "val_ds", train=False)
+    >>> sums, n = steps.eval_step(tf.ones([3, 2]), tf.zeros([3, 1])); int(n), steps.traces["eval"]
+    (3, 1)
+    """
+
+    def __init__(self, model: keras.Model, loss_fn: Callable, metrics: Sequence[Any] = (),
+                 optimizer: keras.optimizers.Optimizer | None = None, strategy: Any = None):
+        self._model = weakref.ref(model)
+        self.loss_fn, self.metrics, self.optimizer, self.strategy = loss_fn, tuple(metrics), optimizer, strategy
+        self.eval_step = tf.function(self._eval_batch, autograph=False)
+        self.train_step = tf.function(self._train_batch, autograph=False)
+        self.eval_pass = tf.function(self._eval_pass, autograph=False)
+        self.stream_pass = tf.function(self._stream_pass, autograph=False, reduce_retracing=True)
+        self._prepared: list[tuple[bool, Any]] = []  # element specs already traced
+
+    @property
+    def model(self) -> keras.Model:
+        model = self._model()
+        if model is None:
+            raise RuntimeError("the model of these compiled steps no longer exists")
+        return model
+
+    def _loss(self, y: Any, y_pred: Any, weight: Any) -> tf.Tensor:
+        """The batch mean of ``loss_fn`` plus ``model.losses``, as Keras' fit/evaluate count it."""
+        with _stage("loss"):
+            loss = scalar_loss(self.loss_fn, y, y_pred, weight)
+            if isinstance(self.loss_fn, keras.losses.Loss) and self.loss_fn.reduction in _MEAN_REDUCTIONS:
+                loss *= tf.distribute.get_strategy().num_replicas_in_sync  # Keras divided it inside a scope
+            return tf.cast(loss, tf.float32) + regularization_loss(self.model, tf.float32)
+
+    def _eval_sums(self, x: Any, y: Any, weight: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        n = tf.cast(num_examples(x), tf.float32)
+        with _stage("model"):
+            y_pred = self.model(x, training=False)
+        sums = [self._loss(y, y_pred, weight)]
+        for i, metric in enumerate(self.metrics):
+            with _stage(f"metric {i}"):
+                if isinstance(metric, keras.metrics.Metric):
+                    metric.update_state(y, y_pred, sample_weight=weight)
+                elif weight is not None:
+                    raise TypeError("it is a plain function, which cannot weight examples: pass a "
+                                    "keras.metrics object, or drop the sample weights")
+                else:
+                    sums.append(tf.cast(metric(y, y_pred), tf.float32))
+        return tf.stack([tf.where(n > 0, value * n, 0.0) for value in sums]), n  # an empty shard adds 0
+
+    def _eval_batch(self, x: Any, y: Any, weight: Any = None) -> tuple[tf.Tensor, tf.Tensor]:
+        if self.strategy is None:
+            return self._eval_sums(x, y, weight)
+        sums, n = self.strategy.run(lambda *batch: self._eval_sums(*_shard(*batch)), args=(x, y, weight))
+        return self.strategy.reduce("SUM", sums, axis=None), self.strategy.reduce("SUM", n, axis=None)
+
+    def _train_on(self, x: Any, y: Any, weight: Any, share: Any) -> tf.Tensor:
+        model = self.model
+        with tf.GradientTape() as tape:
+            with _stage("model"):
+                y_pred = model(x, training=True)
+            loss = self._loss(y, y_pred, weight) * share
+            objective = self.optimizer.scale_loss(loss)
+        with _stage("optimizer"):
+            variables = model.trainable_variables
+            self.optimizer.apply_gradients(zip(tape.gradient(objective, variables), variables))
+        return loss
+
+    def _train_batch(self, x: Any, y: Any, weight: Any = None) -> tf.Tensor:
+        if self.strategy is None:
+            return self._train_on(x, y, weight, 1.0)
+
+        def replica(x, y, weight):  # this replica's share of the batch mean: n_replica / n
+            total = tf.cast(num_examples(x), tf.float32)
+            part = _shard(x, y, weight)
+            return self._train_on(*part, tf.cast(num_examples(part[0]), tf.float32) / total)
+
+        return self.strategy.reduce("SUM", self.strategy.run(replica, args=(x, y, weight)), axis=None)
+
+    def _add(self, state: tuple, element: Any) -> tuple:
+        total, count, ids = state
+        x, y, weight, batch_ids = unpack(element, "batch")
+        sums, n = self.eval_step(x, y, weight)
+        if batch_ids is not None:
+            ids = ids.write(ids.size(), tf.cast(batch_ids, tf.int64))
+        return total + sums, count + tf.cast(n, tf.float64), ids
+
+    def _start(self) -> tuple:
+        width = 1 + sum(not isinstance(m, keras.metrics.Metric) for m in self.metrics)
+        ids = tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False, element_shape=[None])
+        return tf.zeros([width], tf.float32), tf.constant(0.0, tf.float64), ids
+
+    @staticmethod
+    def _finish(state: tuple) -> tuple:
+        total, count, ids = state
+        return total, count, tf.cond(ids.size() > 0, ids.concat, lambda: tf.zeros([0], tf.int64))
+
+    def _eval_pass(self, dataset: tf.data.Dataset) -> tuple:
+        """A whole pass in one call: a new iterator, a ``while`` loop on its ``get_next_as_optional``
+        (iterating the dataset itself would build functions that TensorFlow instantiates anew on
+        every call). The loops are written out, not left to AutoGraph: no conversion can fail."""
+        iterator = iter(dataset)
+
+        def body(optional: Any, *state: Any) -> tuple:
+            state = self._add(state, optional.get_value())
+            return (iterator.get_next_as_optional(), *state)
+
+        _, *state = tf.while_loop(lambda optional, *_: optional.has_value(), body,
+                                  (iterator.get_next_as_optional(), *self._start()))
+        return self._finish(state)
+
+    def _stream_pass(self, iterator: Any, first: Any) -> tuple:
+        """A whole pass of a :class:`ValidationStream`: ``first``, then batches up to the marker."""
+
+        def body(is_end: Any, element: Any, *state: Any) -> tuple:
+            state = self._add(state, element)
+            return (*iterator.get_next(), *state)
+
+        _, _, *state = tf.while_loop(lambda is_end, *_: tf.logical_not(is_end), body,
+                                     (*iterator.get_next(), *self._add(self._start(), first)))
+        return self._finish(state)
+
+    def prepare(self, spec: Any, name: str, *, train: bool) -> None:
+        """Trace a step for a dataset's element ``spec``: no data read, no variable changed. A
+        failure names its culprit (the dataset, the loss, a metric, the optimizer)."""
+        x, y, weight, _ = unpack(spec, name)
+        if weight is not None and not isinstance(self.loss_fn, keras.losses.Loss):
+            raise TypeError(f"{name} has sample weights, but loss_fn {loss_name(self.loss_fn)} is a plain "
+                            "function that cannot take them: use a keras.losses.Loss object")
+        step = self.train_step if train else self.eval_step
+        signature = relaxed_signature((x, y) if weight is None else (x, y, weight))
+        if (train, signature) in self._prepared:
+            return
+        try:
+            step.get_concrete_function(*signature)
+        except _Failed as failed:
+            raise self.explain(failed, spec, name) from None
+        self._prepared.append((train, signature))
+
+    def explain(self, failed: _Failed, spec: Any, name: str) -> Exception:
+        error, stage = failed.error, failed.stage
+        first_line = _gist(error)
+        kind = type(error) if isinstance(error, (TypeError, ValueError)) else ValueError
+        if stage == "model":
+            return ValueError(f"{name}: its elements {_shapes(spec)} do not fit the model "
+                              f"{self.model.name!r}: {first_line}")
+        if stage == "loss":
+            return kind(f"loss_fn {loss_name(self.loss_fn)} on {name}'s batches: {first_line}")
+        if stage == "optimizer":
+            return kind(f"optimizer {type(self.optimizer).__name__} could not apply the gradients: {first_line}")
+        index = int(stage.split()[1])
+        return kind(f"metrics[{index}] ({metric_name(self.metrics[index], index)}) on {name}'s batches: {first_line}")
+
+    @property
+    def traces(self) -> dict[str, int]:
+        return {"train": self.train_step.experimental_get_tracing_count(),
+                "eval": self.eval_step.experimental_get_tracing_count()}
+
+
+def _gist(error: BaseException) -> str:
+    """The informative line of an error message (Keras wraps it in a header and ANSI codes)."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in str(error).splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("Exception encountered", "in user code"))]
+    return lines[0] if lines else type(error).__name__
+
+
+def _shapes(spec: Any) -> str:
+    return str(tf.nest.map_structure(lambda s: tuple(s.shape) if hasattr(s, "shape") else s, spec))
+
+
+def metric_name(metric: Any, index: int) -> str:
+    """The key of ``metric`` in results: a Keras metric's ``name``, a function's ``__name__``.
+
+    >>> metric_name(keras.metrics.MeanAbsoluteError(), 0), metric_name(lambda y, p: y, 1)
+    ('mean_absolute_error', '<lambda>')
+    """
+    return getattr(metric, "name", None) or getattr(metric, "__name__", f"metric_{index}")
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def strategy_of(variables: Sequence[Any], owner: str) -> Any:
+    """The strategy that ``variables`` were created in (None: plain variables); a ValueError naming
+    ``owner`` when they come from different scopes.
+
+    >>> layer = keras.layers.Dense(1)
+    >>> layer.build((None, 2))
+    >>> strategy_of(layer.variables, "layer") is None  # built outside any strategy's scope
+    True
+    """
+    found = {id(s): s for s in (getattr(tf_variable(v), "distribute_strategy", None)
+                                if isinstance(tf_variable(v), tf.distribute.DistributedValues) else None
+                                for v in variables)}
+    if len(found) > 1:
+        raise ValueError(f"{owner} has variables from inside and outside a strategy's scope: create it "
+                         "entirely inside strategy.scope() (or entirely outside)")
+    return next(iter(found.values()), None)
+
+
+def check_strategy(model: keras.Model, optimizer: Any, metrics: Sequence[Any]) -> Any:
+    """The model's strategy (None: one device) once the current scope, the optimizer and the Keras
+    metrics agree with it; otherwise a ValueError naming the one that was created elsewhere.
+
+    >>> check_strategy(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), None, ()) is None
+    True
+    """
+    if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
+        raise RuntimeError("the helpers run the replicas themselves: call them outside strategy.run()")
+    current = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
+    strategy = strategy_of(model.variables, f"model {model.name!r}")
+
+    def where(s: Any) -> str:
+        return f"inside {type(s).__name__}.scope()" if s is not None else "outside any strategy's scope"
+
+    if current is not None and current is not strategy:
+        raise ValueError(f"called {where(current)}, but model {model.name!r} was built {where(strategy)}: "
+                         "build the model, optimizer and metrics inside the scope, or call the helper outside it")
+    owners = [(f"optimizer {type(optimizer).__name__}", optimizer)] if optimizer is not None else []
+    owners += [(f"metrics[{i}] ({metric_name(m, i)})", m) for i, m in enumerate(metrics)
+               if isinstance(m, keras.metrics.Metric)]
+    for owner, thing in owners:
+        if thing.variables and strategy_of(thing.variables, owner) is not strategy:
+            raise ValueError(f"{owner} was created {where(strategy_of(thing.variables, owner))}, but model "
+                             f"{model.name!r} {where(strategy)}: create it where the model was created")
+    return strategy
+
+
+def check_loss(loss_fn: Any) -> Callable:
+    """``loss_fn`` if callable and not a Keras loss with ``reduction="sum"`` (a sum, not a mean).
+
+    >>> check_loss(keras.losses.MeanSquaredError(reduction="sum"))
+    Traceback (most recent call last):
+    ...
+    ValueError: loss_fn MeanSquaredError has reduction='sum', so it returns a batch's sum; the helpers weight batch means by batch sizes: use the default reduction
+    """
+    check_loss_fn(loss_fn)
+    if isinstance(loss_fn, keras.losses.Loss) and loss_fn.reduction == "sum":
+        raise ValueError(f"loss_fn {loss_name(loss_fn)} has reduction='sum', so it returns a batch's sum; "
+                         "the helpers weight batch means by batch sizes: use the default reduction")
+    return loss_fn
+
+
+def check_metrics(metrics: Any) -> tuple:
+    """``metrics`` as a tuple of Keras metrics or functions, else a TypeError naming the bad one.
+
+    >>> check_metrics(["mae"])
+    Traceback (most recent call last):
+    ...
+    TypeError: metrics[0] ('mae') is neither a Keras metric nor a function
+    """
+    if isinstance(metrics, (str, bytes, dict)) or not hasattr(metrics, "__iter__"):
+        raise TypeError(f"metrics must be a sequence of Keras metrics or functions, got {type(metrics).__name__}")
+    metrics = tuple(metrics)
+    for i, metric in enumerate(metrics):
+        if not (isinstance(metric, keras.metrics.Metric) or callable(metric)):
+            raise TypeError(f"metrics[{i}] ({metric!r}) is neither a Keras metric nor a function")
+    return metrics
+
+
+def ensure_built(model: keras.Model, spec: Any, name: str) -> None:
+    """Build an unbuilt model the way its first call would: on symbolic inputs (no op runs, no
+    state changes but the new variables), so that a subclassed model's layers all exist. Inputs
+    that do not fit are a ValueError naming ``name``.
+
+    >>> model = keras.Sequential([keras.layers.Dense(1)])
+    >>> ensure_built(model, (tf.TensorSpec([None, 3]), tf.TensorSpec([None, 1])), "train_ds")
+    >>> model.built, tuple(model.layers[0].kernel.shape)
+    (True, (3, 1))
+    """
+    if not model.built:
+        x = unpack(spec, name)[0]
+        try:
+            model(tf.nest.map_structure(lambda s: keras.KerasTensor(s.shape, dtype=s.dtype.name),
+                                        relaxed_signature(x)))
+        except (ValueError, TypeError, AttributeError) as error:
+            raise ValueError(f"{name}: its elements {_shapes(spec)} do not fit the model {model.name!r}: "
+                             f"{_gist(error)}") from None
