@@ -137,3 +137,56 @@ def test_tf_variable_unwraps_a_keras_variable():
 
 def test_wait_for_device_runs_eagerly():
     P.wait_for_device()
+
+
+def test_weak_model_lets_the_model_go_and_says_so():
+    import gc
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    ref = P.WeakModel(model, "this step")
+    assert ref() is model
+    del model
+    gc.collect()
+    with pytest.raises(ReferenceError, match="the model of this step has been deleted"):
+        ref()
+
+
+def test_strategy_checks_outside_any_scope():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    assert P.strategy_of(model.variables) is None
+    assert P.check_strategy(model, keras.optimizers.SGD(0.1), [keras.metrics.MeanAbsoluteError()]) is None
+
+
+def test_strategy_checks_name_what_was_created_in_the_wrong_scope(fresh_python):
+    out = fresh_python("""
+        from helpers import runtime, plumbing
+        runtime.setup(seed=0, replicas=2)
+        import tensorflow as tf, keras
+        strategy = tf.distribute.MirroredStrategy()
+        plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        with strategy.scope():
+            inside = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+            inside_opt = keras.optimizers.SGD(0.1)
+            inside_opt.build(inside.trainable_variables)
+        outside_opt = keras.optimizers.SGD(0.1)
+        outside_opt.build(plain.trainable_variables)
+        print(plumbing.strategy_of(inside.variables) is strategy, plumbing.check_strategy(inside, inside_opt) is strategy)
+        for call in (lambda: plumbing.check_strategy(inside, outside_opt),
+                     lambda: strategy.scope().__enter__() and None or plumbing.check_strategy(plain)):
+            try:
+                call()
+            except ValueError as error:
+                print("refused:", str(error).split(":")[0])
+    """)
+    lines = out.strip().splitlines()
+    assert lines[0] == "True True"
+    assert lines[1].startswith("refused: optimizer SGD was created outside any strategy's scope, but model")
+    assert lines[2].startswith("refused: called inside MirroredStrategy.scope(), but model")
+
+
+def test_check_mean_loss_refuses_a_summing_reduction_and_passes_means():
+    for ok in (keras.losses.MeanSquaredError(), keras.losses.MeanSquaredError(reduction="mean"),
+               lambda y, p: tf.reduce_mean(y - p)):
+        assert P.check_mean_loss(ok) is ok
+    with pytest.raises(ValueError, match="reduction='sum'"):
+        P.check_mean_loss(keras.losses.MeanSquaredError(reduction="sum"))

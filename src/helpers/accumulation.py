@@ -36,7 +36,6 @@ from helpers.arguments import require_int
 from helpers.progress import Progress
 
 LossFn = Callable[..., Any]
-_MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
 __all__ = ["GradientAccumulator", "accumulated_gradients", "train_accumulated", "micro_batches"]
 
@@ -77,7 +76,7 @@ class _Loop:
     weakly), one ``loss_fn`` and one set of trainable variables. It alone uses its accumulator."""
 
     def __init__(self, model: keras.Model, loss_fn: LossFn, strategy: tf.distribute.Strategy):
-        self._model = weakref.ref(model)
+        self._model = plumbing.WeakModel(model, "this accumulation loop")
         self._loss = _weak(loss_fn)
         self.key = plumbing.trainable_key(model)
         self.variables = list(model.trainable_variables)
@@ -226,35 +225,17 @@ def _loop(model: keras.Model, loss_fn: LossFn, strategy: tf.distribute.Strategy)
 def _check(model: Any, loss_fn: Any, optimizer: Any) -> tf.distribute.Strategy:
     """Argument checks shared by both functions; returns the strategy the model's variables live in."""
     plumbing.check_model(model)
-    plumbing.check_loss_fn(loss_fn)
+    plumbing.check_mean_loss(loss_fn)
+    strategy = plumbing.check_strategy(model, optimizer)
     if not model.trainable_variables:
         raise ValueError(f"model ({model.name!r}) has no trainable variables: build it (call it once on a batch), "
                          "or unfreeze a layer")
-    reduction = getattr(loss_fn, "reduction", "sum_over_batch_size") if isinstance(loss_fn, keras.losses.Loss) else None
-    if reduction is not None and reduction not in _MEAN_REDUCTIONS:
-        raise ValueError(f"loss_fn {plumbing.loss_name(loss_fn)} has reduction={reduction!r}: accumulation needs the "
-                         "mean over the batch (reduction='sum_over_batch_size', the default)")
-    if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
-        raise ValueError("call it outside strategy.run: it distributes each micro-batch over the replicas itself")
     regularised = [layer.name for layer in _layers(model) if getattr(layer, "activity_regularizer", None)]
     if regularised and not _activity_regularisers_are_means():
         raise ValueError(f"layer {regularised[0]!r} has an activity regulariser, which Keras {keras.__version__} "
                          "sums over the batch: micro-batches would count it as a mean. Remove it, or use a "
                          "Keras that divides it by the batch size (3.15 does)")
-    found = {getattr(plumbing.tf_variable(v), "distribute_strategy", None) for v in model.trainable_variables} - {None}
-    strategy = found.pop() if found else None
-    current = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
-    if strategy is None and current is not None and current.num_replicas_in_sync > 1:
-        raise ValueError(f"model ({model.name!r}) was created outside strategy.scope(): create the model (and "
-                         "the optimizer) inside the scope to train on every replica, or call this outside it")
-    if strategy is not None and current is not None and current is not strategy:
-        raise ValueError("called inside the scope of another strategy than the one the model was created in")
-    strategy = strategy or current or tf.distribute.get_strategy()
-    if optimizer is not None and strategy.num_replicas_in_sync > 1 and not isinstance(
-            plumbing.tf_variable(optimizer.iterations), tf.distribute.DistributedValues):
-        raise ValueError("optimizer was created outside strategy.scope() while the model was created inside: "
-                         "create the optimizer inside the same scope")
-    return strategy
+    return strategy or tf.distribute.get_strategy()
 
 
 def _layers(layer: Any) -> list:

@@ -27,8 +27,8 @@ import tensorflow as tf
 import keras
 
 from helpers.arguments import require_int
-from helpers.plumbing import (check_loss_fn, check_model, count_examples, relaxed_signature, total_loss,
-                              trainable_key, unpack_batch)
+from helpers.plumbing import (WeakModel, check_loss_fn, check_model, count_examples, relaxed_signature,
+                              total_loss, trainable_key, unpack_batch)
 
 __all__ = [
     "LossAndGradient", "shared_loss_and_gradient", "BatchObjective", "minimize_on_batch", "CountingIterator",
@@ -90,7 +90,7 @@ class LossAndGradient:
         check_loss_fn(loss_fn)
         if not isinstance(relaxed, bool):
             raise TypeError(f"relaxed must be True or False, got {type(relaxed).__name__}")
-        self._model_ref = weakref.ref(model)
+        self._model_ref = WeakModel(model, "this LossAndGradient")
         self._model: keras.Model | None = model  # None when the shared cache holds it (weakly)
         self.loss_fn, self.relaxed = loss_fn, relaxed
         self._functions: dict[tuple, Any] = {}  # (trainable set, weighted?) -> compiled function
@@ -98,10 +98,7 @@ class LossAndGradient:
 
     @property
     def model(self) -> keras.Model:
-        model = self._model_ref()
-        if model is None:
-            raise ReferenceError("the model of this LossAndGradient has been deleted")
-        return model
+        return self._model_ref()
 
     def _loss_and_gradients(self, x, y, sample_weight=None):
         model = self.model

@@ -6,8 +6,12 @@
 * Argument checks that name the argument: :func:`check_model`, :func:`check_loss_fn`,
   :func:`check_optimizer`, :func:`check_dataset`, :func:`check_finite`.
 * The loss the way Keras counts it: :func:`scalar_loss` refuses a per-example loss,
-  :func:`regularization_loss` sums ``model.losses``, :func:`total_loss` adds the two.
-* Models: :func:`trainable_key` (changes when a layer is frozen or unfrozen), :func:`tf_variable`.
+  :func:`regularization_loss` sums ``model.losses``, :func:`total_loss` adds the two;
+  :func:`check_mean_loss` refuses a Keras loss that sums over the batch where means are weighted.
+* Strategies: :func:`strategy_of` (where a model's variables were created), :func:`check_strategy`
+  (the current scope, the optimizer and the metrics agree with the model's strategy).
+* Models: :func:`trainable_key` (changes when a layer is frozen or unfrozen), :func:`tf_variable`,
+  :class:`WeakModel` (what a compiled step holds, so that no cache keeps a model alive).
 * Devices: :func:`wait_for_device` (GPU work is asynchronous; timers must wait for it).
 
 Calling convention of the workbook: a batch is ``(x, y)`` (or Keras' ``(x, y, sample_weight)``);
@@ -17,6 +21,7 @@ models are Keras 3 models.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable
 
 import tensorflow as tf
@@ -26,8 +31,11 @@ __all__ = [
     "relaxed_spec", "relaxed_signature", "num_examples", "count_examples", "unpack_batch",
     "check_model", "check_loss_fn", "check_optimizer", "check_dataset", "check_finite",
     "scalar_loss", "regularization_loss", "total_loss", "trainable_key", "tf_variable",
-    "wait_for_device", "loss_name",
+    "wait_for_device", "loss_name", "check_mean_loss", "WeakModel", "MEAN_REDUCTIONS", "strategy_of", "check_strategy",
 ]
+
+# Keras loss reductions that return the batch mean (a sample-weighted mean divides by the batch size).
+MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
 
 # --------------------------------------------------------------------------- input signatures
@@ -202,6 +210,24 @@ def loss_name(loss_fn: Callable) -> str:
     return getattr(loss_fn, "__name__", type(loss_fn).__name__)
 
 
+def check_mean_loss(loss_fn: Any, name: str = "loss_fn") -> Callable:
+    """:func:`check_loss_fn`, and refuse a Keras loss whose reduction is not a batch mean: helpers
+    that weight batch means by batch sizes (accumulation, validation) would count a sum as a mean.
+
+    >>> check_mean_loss(keras.losses.MeanSquaredError(reduction="sum"))
+    Traceback (most recent call last):
+    ...
+    ValueError: loss_fn MeanSquaredError has reduction='sum', so it returns the batch's sum; the helpers weight batch means by batch sizes: use the default reduction ('sum_over_batch_size')
+    """
+    check_loss_fn(loss_fn, name)
+    reduction = getattr(loss_fn, "reduction", None) if isinstance(loss_fn, keras.losses.Loss) else None
+    if reduction is not None and reduction not in MEAN_REDUCTIONS:
+        raise ValueError(f"{name} {loss_name(loss_fn)} has reduction={reduction!r}, so it returns the batch's sum; "
+                         "the helpers weight batch means by batch sizes: use the default reduction "
+                         "('sum_over_batch_size')")
+    return loss_fn
+
+
 def scalar_loss(loss_fn: Callable, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
     """``loss_fn(y_true, y_pred[, sample_weight])``, refused unless it is one number for the batch.
 
@@ -271,11 +297,84 @@ def trainable_key(model: keras.Model) -> tuple[int, ...]:
     return tuple(id(v) for v in model.trainable_variables)
 
 
+class WeakModel:
+    """A weak reference to a model for objects that outlive a call (compiled steps in a cache):
+    calling it returns the model, or raises a ``ReferenceError`` naming ``owner`` once it is gone.
+
+    >>> net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> ref = WeakModel(net, "this step")
+    >>> ref() is net
+    True
+    """
+
+    def __init__(self, model: keras.Model, owner: str):
+        self._ref = weakref.ref(model)
+        self._owner = owner
+
+    def __call__(self) -> keras.Model:
+        model = self._ref()
+        if model is None:
+            raise ReferenceError(f"the model of {self._owner} has been deleted")
+        return model
+
+
 def tf_variable(variable: Any) -> tf.Variable:
     """The ``tf.Variable`` inside a Keras 3 variable (a ``MirroredVariable`` under a strategy).
 
     Hand this to compiled code that assigns: ``keras.Variable.value`` may be an autocast copy."""
     return getattr(variable, "_value", variable)
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+def strategy_of(variables: Any, owner: str = "model") -> Any:
+    """The ``tf.distribute`` strategy that ``variables`` were created in (None: plain variables); a
+    ``ValueError`` naming ``owner`` when they come from different scopes.
+
+    >>> layer = keras.layers.Dense(1)
+    >>> layer.build((None, 2))
+    >>> strategy_of(layer.variables, "layer") is None  # built outside any strategy's scope
+    True
+    """
+    found = {}
+    for variable in variables:
+        value = tf_variable(variable)
+        strategy = value.distribute_strategy if isinstance(value, tf.distribute.DistributedValues) else None
+        found[id(strategy)] = strategy
+    if len(found) > 1:
+        raise ValueError(f"{owner} has variables from inside and outside a strategy's scope: create it "
+                         "entirely inside strategy.scope() (or entirely outside)")
+    return next(iter(found.values()), None)
+
+
+def check_strategy(model: keras.Model, optimizer: Any = None, metrics: Any = ()) -> Any:
+    """The model's strategy (None: one device), once the current scope, the optimizer and the Keras
+    metrics agree with it; otherwise an error naming the one that was created elsewhere. Called inside
+    ``strategy.run`` it is a ``RuntimeError``: helpers that distribute run the replicas themselves.
+
+    >>> check_strategy(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])) is None
+    True
+    """
+    if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
+        raise RuntimeError("the helpers run the replicas themselves: call them outside strategy.run()")
+    current = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
+    strategy = strategy_of(model.variables, f"model {model.name!r}")
+
+    def where(s: Any) -> str:
+        return f"inside {type(s).__name__}.scope()" if s is not None else "outside any strategy's scope"
+
+    if current is not None and current is not strategy:
+        raise ValueError(f"called {where(current)}, but model {model.name!r} was built {where(strategy)}: "
+                         "build the model, optimizer and metrics inside the scope, or call the helper outside it")
+    owners = [(f"optimizer {type(optimizer).__name__}", optimizer)] if optimizer is not None else []
+    owners += [(f"metrics[{i}] ({getattr(m, 'name', type(m).__name__)})", m) for i, m in enumerate(metrics)
+               if isinstance(m, keras.metrics.Metric)]
+    for owner, thing in owners:
+        if thing.variables and strategy_of(thing.variables, owner) is not strategy:
+            raise ValueError(f"{owner} was created {where(strategy_of(thing.variables, owner))}, but model "
+                             f"{model.name!r} {where(strategy)}: create it where the model was created")
+    return strategy
 
 
 # --------------------------------------------------------------------------- devices

@@ -18,7 +18,7 @@ from typing import Any
 import tensorflow as tf
 import keras
 
-from helpers.plumbing import check_model, tf_variable
+from helpers.plumbing import check_model, strategy_of
 
 __all__ = ["fresh_copy"]
 
@@ -45,7 +45,7 @@ def fresh_copy(model: keras.Model) -> keras.Model:
     that cannot be built): the message says what to do. ``ValueError`` if ``model`` was never built.
     """
     check_model(model, "model", built=True)
-    strategy = _strategy_of(model)
+    strategy = strategy_of(model.variables) if not tf.distribute.has_strategy() else None
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         copy = _construct(model)
         if not copy.built:
@@ -142,15 +142,6 @@ def _copy_flags(source: Any, target: Any) -> None:
     target.trainable = source.trainable
     for s, t in zip(source._layers, target._layers):
         _copy_flags(s, t)
-
-
-def _strategy_of(model: keras.Model) -> Any:
-    if not model.variables:
-        return None
-    value = tf_variable(model.variables[0])
-    if isinstance(value, tf.distribute.DistributedValues) and not tf.distribute.has_strategy():
-        return value.distribute_strategy
-    return None
 
 
 def _first_line(error: Exception) -> str:

@@ -34,7 +34,7 @@ import keras
 
 from helpers import measure
 from helpers.plumbing import (
-    check_loss_fn, check_model, check_optimizer, tf_variable, total_loss, trainable_key,
+    check_loss_fn, check_model, check_optimizer, strategy_of, tf_variable, total_loss, trainable_key,
 )
 from helpers.snapshot_rebuild import fresh_copy
 
@@ -302,7 +302,7 @@ def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.opti
     _check_built(model, "model")
     check_loss_fn(loss_fn)
     check_optimizer(optimizer)
-    if isinstance(tf_variable(model.variables[0]), tf.distribute.DistributedValues):
+    if strategy_of(model.variables, f"model {model.name!r}") is not None:
         raise ValueError(f"model {model.name!r} lives in a tf.distribute strategy: make_train_step builds a "
                          "single-device step; train it with model.fit or your own strategy.run step "
                          "(snapshot and sync work under the strategy)")

@@ -36,12 +36,11 @@ import keras
 
 from helpers.arguments import require_int
 from helpers.plumbing import (
-    check_dataset, check_finite, check_model, check_optimizer, count_examples, num_examples, trainable_key,
+    check_dataset, check_finite, check_mean_loss, check_model, check_optimizer, check_strategy, count_examples,
+    num_examples, strategy_of, trainable_key,
 )
 from helpers.progress import Progress
-from helpers.validation_steps import (
-    CompiledSteps, check_loss, check_metrics, check_strategy, ensure_built, metric_name, strategy_of, unpack,
-)
+from helpers.validation_steps import CompiledSteps, check_metrics, ensure_built, metric_name, unpack
 
 __all__ = [
     "FEATURES", "MAX_PER_CHUNK", "chunk_examples", "generated_dataset", "drop_ids", "collect",
@@ -245,7 +244,7 @@ def evaluate(model: keras.Model, dataset: tf.data.Dataset | ValidationStream, lo
     if not isinstance(dataset, ValidationStream):
         check_dataset(dataset, "dataset")
         check_finite(dataset, "dataset")
-    check_loss(loss_fn)
+    check_mean_loss(loss_fn)
     metrics = check_metrics(metrics)
     name = dataset.name if isinstance(dataset, ValidationStream) else "dataset"
     ensure_built(model, dataset.element_spec, name)
@@ -335,7 +334,7 @@ def train_with_validation(model: keras.Model, optimizer: keras.optimizers.Optimi
     """
     check_model(model)
     check_optimizer(optimizer)
-    check_loss(loss_fn)
+    check_mean_loss(loss_fn)
     require_int("steps", steps, minimum=1)
     require_int("every", every, minimum=1)
     metrics = check_metrics(metrics)

@@ -7,29 +7,25 @@
   metric or the optimizer.
 * :func:`unpack`: a batch as Keras reads it (``(x, y)``, ``(x, y, sample_weight)``) or a dict
   ``{"x", "y", "id"[, "sample_weight"]}`` carrying example ids.
-* Checks that run before any state changes: :func:`check_strategy`, :func:`check_loss`,
-  :func:`check_metrics`, :func:`ensure_built`.
+* Checks that run before any state changes: :func:`check_metrics`, :func:`ensure_built` (the loss
+  and strategy checks are :func:`helpers.plumbing.check_mean_loss` and
+  :func:`helpers.plumbing.check_strategy`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-import weakref
 from typing import Any, Callable, Iterator, Sequence
 
 import tensorflow as tf
 import keras
 
 from helpers.plumbing import (
-    check_loss_fn, loss_name, num_examples, regularization_loss, relaxed_signature, scalar_loss, tf_variable,
-    unpack_batch,
+    MEAN_REDUCTIONS, WeakModel, loss_name, num_examples, regularization_loss, relaxed_signature, scalar_loss, unpack_batch,
 )
 
-__all__ = ["CompiledSteps", "unpack", "metric_name", "strategy_of", "check_strategy", "check_loss", "check_metrics",
-           "ensure_built"]
-
-_MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
+__all__ = ["CompiledSteps", "unpack", "metric_name", "check_metrics", "ensure_built"]
 
 
 def unpack(element: Any, name: str) -> tuple[Any, Any, Any, Any]:
@@ -99,7 +95,7 @@ class CompiledSteps:
 
     def __init__(self, model: keras.Model, loss_fn: Callable, metrics: Sequence[Any] = (),
                  optimizer: keras.optimizers.Optimizer | None = None, strategy: Any = None):
-        self._model = weakref.ref(model)
+        self._model = WeakModel(model, "these compiled steps")
         self.loss_fn, self.metrics, self.optimizer, self.strategy = loss_fn, tuple(metrics), optimizer, strategy
         self.eval_step = tf.function(self._eval_batch, autograph=False)
         self.train_step = tf.function(self._train_batch, autograph=False)
@@ -109,16 +105,13 @@ class CompiledSteps:
 
     @property
     def model(self) -> keras.Model:
-        model = self._model()
-        if model is None:
-            raise RuntimeError("the model of these compiled steps no longer exists")
-        return model
+        return self._model()
 
     def _loss(self, y: Any, y_pred: Any, weight: Any) -> tf.Tensor:
         """The batch mean of ``loss_fn`` plus ``model.losses``, as Keras' fit/evaluate count it."""
         with _stage("loss"):
             loss = scalar_loss(self.loss_fn, y, y_pred, weight)
-            if isinstance(self.loss_fn, keras.losses.Loss) and self.loss_fn.reduction in _MEAN_REDUCTIONS:
+            if isinstance(self.loss_fn, keras.losses.Loss) and self.loss_fn.reduction in MEAN_REDUCTIONS:
                 loss *= tf.distribute.get_strategy().num_replicas_in_sync  # Keras divided it inside a scope
             return tf.cast(loss, tf.float32) + regularization_loss(self.model, tf.float32)
 
@@ -268,67 +261,6 @@ def metric_name(metric: Any, index: int) -> str:
 
 
 # --------------------------------------------------------------------------- checks
-
-
-def strategy_of(variables: Sequence[Any], owner: str) -> Any:
-    """The strategy that ``variables`` were created in (None: plain variables); a ValueError naming
-    ``owner`` when they come from different scopes.
-
-    >>> layer = keras.layers.Dense(1)
-    >>> layer.build((None, 2))
-    >>> strategy_of(layer.variables, "layer") is None  # built outside any strategy's scope
-    True
-    """
-    found = {id(s): s for s in (getattr(tf_variable(v), "distribute_strategy", None)
-                                if isinstance(tf_variable(v), tf.distribute.DistributedValues) else None
-                                for v in variables)}
-    if len(found) > 1:
-        raise ValueError(f"{owner} has variables from inside and outside a strategy's scope: create it "
-                         "entirely inside strategy.scope() (or entirely outside)")
-    return next(iter(found.values()), None)
-
-
-def check_strategy(model: keras.Model, optimizer: Any, metrics: Sequence[Any]) -> Any:
-    """The model's strategy (None: one device) once the current scope, the optimizer and the Keras
-    metrics agree with it; otherwise a ValueError naming the one that was created elsewhere.
-
-    >>> check_strategy(keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]), None, ()) is None
-    True
-    """
-    if tf.distribute.has_strategy() and not tf.distribute.in_cross_replica_context():
-        raise RuntimeError("the helpers run the replicas themselves: call them outside strategy.run()")
-    current = tf.distribute.get_strategy() if tf.distribute.has_strategy() else None
-    strategy = strategy_of(model.variables, f"model {model.name!r}")
-
-    def where(s: Any) -> str:
-        return f"inside {type(s).__name__}.scope()" if s is not None else "outside any strategy's scope"
-
-    if current is not None and current is not strategy:
-        raise ValueError(f"called {where(current)}, but model {model.name!r} was built {where(strategy)}: "
-                         "build the model, optimizer and metrics inside the scope, or call the helper outside it")
-    owners = [(f"optimizer {type(optimizer).__name__}", optimizer)] if optimizer is not None else []
-    owners += [(f"metrics[{i}] ({metric_name(m, i)})", m) for i, m in enumerate(metrics)
-               if isinstance(m, keras.metrics.Metric)]
-    for owner, thing in owners:
-        if thing.variables and strategy_of(thing.variables, owner) is not strategy:
-            raise ValueError(f"{owner} was created {where(strategy_of(thing.variables, owner))}, but model "
-                             f"{model.name!r} {where(strategy)}: create it where the model was created")
-    return strategy
-
-
-def check_loss(loss_fn: Any) -> Callable:
-    """``loss_fn`` if callable and not a Keras loss with ``reduction="sum"`` (a sum, not a mean).
-
-    >>> check_loss(keras.losses.MeanSquaredError(reduction="sum"))
-    Traceback (most recent call last):
-    ...
-    ValueError: loss_fn MeanSquaredError has reduction='sum', so it returns a batch's sum; the helpers weight batch means by batch sizes: use the default reduction
-    """
-    check_loss_fn(loss_fn)
-    if isinstance(loss_fn, keras.losses.Loss) and loss_fn.reduction == "sum":
-        raise ValueError(f"loss_fn {loss_name(loss_fn)} has reduction='sum', so it returns a batch's sum; "
-                         "the helpers weight batch means by batch sizes: use the default reduction")
-    return loss_fn
 
 
 def check_metrics(metrics: Any) -> tuple:
