@@ -1,9 +1,9 @@
 """The classroom: nbgrader's real workflow on the workbook's notebooks, with nbgrader's defaults.
 
-A course folder is made in a temporary directory as docs/teaching.md tells a teacher to make it
-(``nbgrader_config.py``, ``source/<notebook>/<notebook>.ipynb``), then the real ``nbgrader``
-commands run: ``generate_assignment``, ``autograde``, ``generate_feedback``, ``export`` and
-``validate``. The grading kernel is this environment's ``python3`` kernel, where the helpers are
+The course folder is made in a temporary directory by the shell commands of docs/teaching.md,
+section 2, run as written (``nbgrader_config.py``, ``source/<notebook>/<notebook>.ipynb``, ``nbgrader
+generate_assignment``); then the real ``nbgrader`` commands of section 4 run: ``autograde``,
+``generate_feedback``, ``export``, and ``validate``. The grading kernel is this environment's ``python3`` kernel, where the helpers are
 installed. Three students hand in:
 
 * ``reference``: the teacher's notebook, solutions in place: full points;
@@ -28,7 +28,6 @@ from __future__ import annotations
 import csv
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -56,7 +55,7 @@ REFERENCE, UNTOUCHED, WRONG, STRIPPED = "reference", "untouched", "wrong", "stri
 SUCCESS = "Success! Your notebook passes all the tests."
 NOT_WRITTEN = "is not written yet"
 CHECK_CALL = re.compile(r"""checker\(\s*["'](\w+)["']\s*\)\s*\.\s*(check_\w+)\s*\(""")
-CONFIG = 'c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = "tf-pipelines-workbook"\n'
+TEACHING = ROOT / "docs" / "teaching.md"
 
 # What a student may write in an answer cell to fool its checker; none of it may earn a point.
 CHEAT = """
@@ -117,14 +116,26 @@ def wrong_submission(path: Path):
     return nb
 
 
+def _run(command: list[str], cwd: Path) -> str:
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1800,
+                          stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        pytest.fail(f"{' '.join(command)[:300]} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    return proc.stdout + proc.stderr
+
+
 def nbgrader(course: Path, *args: str) -> str:
     """Run the real nbgrader command line in the course folder; its output (stdout + stderr)."""
-    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env, capture_output=True,
-                          text=True, timeout=1800, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        pytest.fail(f"nbgrader {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
-    return proc.stdout + proc.stderr
+    return _run([str(BIN / "nbgrader"), *args], course)
+
+
+def course_setup_commands() -> str:
+    """The shell block of docs/teaching.md that makes the course folder (section 2)."""
+    section = TEACHING.read_text(encoding="utf-8").split("## 2. The course folder", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    assert len(blocks) == 1, "docs/teaching.md section 2 must hold one ```bash block"
+    return blocks[0]
 
 
 @dataclass
@@ -144,14 +155,14 @@ class Course:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Course:
-    course = Course(tmp_path_factory.mktemp("classroom") / "course")
+    workbook = tmp_path_factory.mktemp("classroom")  # stands for the teacher's clone of the workbook
+    (workbook / "notebooks").symlink_to(ROOT / "notebooks", target_is_directory=True)
+    _run(["bash", "-euo", "pipefail", "-c", course_setup_commands()], workbook)
+    course = Course(workbook / "course")
     root = course.root
-    root.mkdir()
-    (root / "nbgrader_config.py").write_text(CONFIG, encoding="utf-8")
     for name, path in NOTEBOOKS.items():
-        (root / "source" / name).mkdir(parents=True)
-        shutil.copyfile(path, root / "source" / name / path.name)
-        nbgrader(root, "generate_assignment", name)
+        assert (root / "source" / name / path.name).read_bytes() == path.read_bytes()
+        assert (root / "release" / name / path.name).is_file(), f"generate_assignment made no {name}"
 
     for name, path in NOTEBOOKS.items():
         handed_in = {UNTOUCHED: nbformat.read(root / "release" / name / path.name, as_version=4)}
