@@ -3,8 +3,8 @@
 The course folder is made in a temporary directory by the shell commands of docs/teaching.md,
 section 2, run as written (``nbgrader_config.py``, ``source/<notebook>/<notebook>.ipynb``, ``nbgrader
 generate_assignment``); then the real ``nbgrader`` commands of section 4 run: ``autograde``,
-``generate_feedback``, ``export``, and ``validate``. The grading kernel is this environment's ``python3`` kernel, where the helpers are
-installed. Three students hand in:
+``generate_feedback``, ``export``, and ``validate``. The grading kernel is this environment's
+``python3`` kernel, where the helpers are installed. The students who hand in:
 
 * ``reference``: the teacher's notebook, solutions in place: full points;
 * ``untouched``: nbgrader's release as handed out: 0 points, and the only cells that fail are the
@@ -155,6 +155,8 @@ class Course:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Course:
+    if not (BIN / "nbgrader").is_file():
+        pytest.fail(f"nbgrader is not installed in {BIN.parent}: run make (the test extra installs it)")
     workbook = tmp_path_factory.mktemp("classroom")  # stands for the teacher's clone of the workbook
     (workbook / "notebooks").symlink_to(ROOT / "notebooks", target_is_directory=True)
     _run(["bash", "-euo", "pipefail", "-c", course_setup_commands()], workbook)
