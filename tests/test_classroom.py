@@ -192,7 +192,7 @@ def course(tmp_path_factory) -> Course:
 
     print("\nnbgrader autograde, seconds per student (one run of every handed-in copy, measured here):")
     for name, seconds in course.seconds_per_student.items():
-        print(f"  {name}: {seconds:5.1f} s  ({len(course.students[name])} students: {', '.join(course.students[name])})")
+        print(f"  {name}: {seconds:5.1f} s  ({len(course.students[name])} handed in: {', '.join(course.students[name])})")
     return course
 
 
