@@ -13,7 +13,7 @@ COLAB_STAMP  := $(COLAB_VENV)/.installed
 COLAB_PYTHON ?= $(shell for p in python3.13 $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
                   "$$p" -c "" 2>/dev/null && { echo "$$p"; break; }; done)
 
-.PHONY: lab test unit replay replay-colab run student bench sync
+.PHONY: lab test unit replay replay-colab run student classroom bench sync
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,9 +53,14 @@ run: $(STAMP)
 	    --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.kernel_name=python3 "$$nb" || exit 1; \
 	done
 
-## make student: student copies (solutions removed) in build/student/
+## make student: student copies (solutions removed) in build/student/: the cells nbgrader's release has
 student: $(STAMP)
 	$(PY) tools/make_student.py notebooks build/student
+
+## make classroom: nbgrader's workflow (generate, autograde, feedback, export, validate) with every
+##                 notebook graded fully (make unit grades two); prints autograde's time per student
+classroom: $(STAMP)
+	CLASSROOM=all $(PY) -m pytest -q -s tests/test_classroom.py
 
 ## make bench: every benchmark, ratios against its baseline, written to build/benchmarks.txt
 bench: $(STAMP)
