@@ -16,8 +16,9 @@ code. One submodule per topic holds that notebook's checkers.
 :func:`checker` loads a fresh copy of the topic's checker module, and of the pieces checkers are
 built from (:mod:`helpers.exercises._core`), from their files at every call: an answer cell that
 patched an imported checker, its hints, tolerances or ``expect``/``passed`` cannot change what the
-checker cell checks. (A learner who rewrites Python's import machinery can fool any checker running
-in their own kernel; teachers read the answers too.)
+checker cell checks. This package's own names (``checker``, ``CheckFailed`` …) cannot be replaced
+either. (A learner who replaces modules in ``sys.modules`` or Python's builtins can fool any checker
+running in their own kernel; teachers read the answers too.)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from types import ModuleType
+from typing import Any
 
 __all__ = ["CheckFailed", "checker", "call_learner", "expect", "passed", "TOPICS"]
 
@@ -70,3 +72,28 @@ def checker(topic: str) -> ModuleType:
     finally:
         if installed is not None:
             sys.modules[core_name] = installed
+
+
+class _Guarded(ModuleType):
+    """This package as a module whose public names cannot be replaced or deleted from a cell:
+    ``helpers.exercises.checker = lambda topic: ...`` raises, and a name written into the module's
+    ``__dict__`` directly is ignored in favour of the original."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _ORIGINALS:
+            return _ORIGINALS[name]
+        return super().__getattribute__(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _ORIGINALS and value is not _ORIGINALS[name]:
+            raise AttributeError(f"helpers.exercises.{name} cannot be replaced: the checker cells rely on it")
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _ORIGINALS:
+            raise AttributeError(f"helpers.exercises.{name} cannot be deleted: the checker cells rely on it")
+        super().__delattr__(name)
+
+
+_ORIGINALS = {name: globals()[name] for name in __all__}
+sys.modules[__name__].__class__ = _Guarded
