@@ -1,6 +1,7 @@
 """The repository address, badges, Colab cells, README table and environment files agree."""
 
 import re
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -146,3 +147,37 @@ def test_every_notebook_has_graded_exercises():
     for path in sync_workbook.notebook_paths():
         points = sync_workbook.notebook_points(nbformat.read(path, as_version=4))
         assert points, f"{path.name} has no graded exercise"
+
+
+def _make(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-s", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_every_make_target_the_readme_names_exists():
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"(?:`|^)make (\w+)", readme, re.M))
+    assert {"lab", "test", "run", "student", "classroom", "bench", "sync"} <= named
+    for target in named:
+        proc = _make("-n", target)
+        assert proc.returncode == 0, f"make {target}: {proc.stderr}"
+
+
+def test_make_test_replays_on_both_stacks_and_ci_runs_it():
+    proc = _make("-n", "test")
+    assert "--nbval" in proc.stdout and "constraints-colab.txt" in (ROOT / "Makefile").read_text()
+    assert ".venv-colab/bin/python -m pytest" in proc.stdout.replace("$(COLAB_VENV)", ".venv-colab")
+
+
+def test_make_lab_opens_jupyterlab_from_the_venv():
+    proc = _make("lab", "LAB_ARGS=--version")
+    assert proc.returncode == 0, proc.stderr
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", proc.stdout.strip().splitlines()[-1]), proc.stdout
+
+
+def test_readme_states_the_oldest_supported_versions_of_pyproject():
+    readme = (ROOT / "README.md").read_text()
+    from helpers import runtime
+
+    oldest = runtime.oldest_supported()
+    assert f"below TensorFlow {oldest['tensorflow']} or Keras {oldest['keras']}" in readme
+    assert f"Python {PYPROJECT['requires-python'].removeprefix('>=')} or newer" in readme
