@@ -25,6 +25,7 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
 
 ## make test: unit tests, then replay every notebook with nbval, on this stack and on Colab's
+##            (on Colab's stack also the set-up tests and the tripwires on Keras/TensorFlow behaviour)
 test: unit replay replay-colab
 
 unit: $(STAMP)
@@ -39,10 +40,12 @@ $(COLAB_STAMP): pyproject.toml constraints-colab.txt
 	$(COLAB_VENV)/bin/python -m pip install --quiet -c constraints-colab.txt -e ".[test]"
 	touch $(COLAB_STAMP)
 
-## make replay-colab: replay every notebook on Colab's stack (TensorFlow 2.20, Keras 3.13)
+## make replay-colab: replay every notebook on Colab's stack (TensorFlow 2.20, Keras 3.13), then run
+##                    the set-up tests and the upstream tripwires there
 replay-colab: $(COLAB_STAMP)
 	$(COLAB_VENV)/bin/python -c "import sys, tensorflow as tf, keras; print(f'Colab stack: Python {sys.version.split()[0]}, TensorFlow {tf.__version__}, Keras {keras.__version__}')" 2>/dev/null
 	$(COLAB_VENV)/bin/python -m pytest -q -p tests.conftest $(NBVAL) $(NB)
+	$(COLAB_VENV)/bin/python -m pytest -q tests/test_runtime.py tests/test_upstream.py
 
 ## make run: re-execute every notebook in place, each in a fresh kernel (regenerates committed outputs)
 ##           (one notebook: make run NB=notebooks/02_gradient_accumulation.ipynb; same for make replay)

@@ -251,3 +251,23 @@ def test_peak_memory_without_statistics_says_how_to_enable_them(fresh_python):
         """
     )
     assert out.strip() in ("True", "statistics available")
+
+
+def test_a_notebooks_first_tf1_session_writes_nothing_to_stderr():
+    # TF 2.20 logs two lines at the first Session.run of a process; setup() hides them.
+    import subprocess
+    import sys
+
+    code = textwrap.dedent("""
+        from helpers import runtime
+        runtime.setup(seed=0)
+        import tensorflow as tf
+        with tf.Graph().as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [None])
+            with tf.compat.v1.Session() as session:
+                session.run(x * 2, {x: [1.0]})
+        print("ran")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ran", proc.stderr
+    assert proc.stderr.strip() == "", proc.stderr

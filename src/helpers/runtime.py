@@ -87,6 +87,7 @@ def setup(seed: int = 0, replicas: int = 1, *, replica_memory_mb: int | None = N
         not_applied = _configure_devices(tf, gpus, replicas, replica_memory_mb)
         tf.config.experimental.enable_tensor_float_32_execution(False)
         tf.constant(0.0).numpy()  # start the runtime (and hide its start-up log lines) here
+        _first_graph_run(tf)  # TF 2.20's first Session.run logs two lines to stderr: hide them here
 
     keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
@@ -148,6 +149,19 @@ def _set_visible(tf, visible: list, gpus: list) -> list[str]:
     except RuntimeError:
         return [f"using {len(visible)} of the {len(gpus)} GPUs"]
     return []
+
+
+def _first_graph_run(tf) -> None:
+    """Run one tiny TF1 graph, once per process: the first ``Session.run`` of TensorFlow 2.20 writes
+    "All log messages before absl::InitializeLog() ..." and an MLIR line to file descriptor 2, which
+    would show as a red block under a notebook's first TF1 cell."""
+    if _last_setup.get("graph_run"):
+        return
+    with tf.Graph().as_default():
+        value = tf.compat.v1.placeholder(tf.float32, [])
+        with tf.compat.v1.Session() as session:
+            session.run(value * 2.0, {value: 1.0})
+    _last_setup["graph_run"] = True
 
 
 def _split_before(tf, gpus: list) -> bool:
