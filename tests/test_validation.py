@@ -643,6 +643,7 @@ def test_mean_loss_checker_explains_averaging_batch_means_without_the_answer():
 @pytest.mark.parametrize("wrong, match", [
     (lambda m, d, l: float(np.mean([float(l(y, m(x))) for x, y in list(d)[:-1]])), "leaves out the last"),
     (lambda m, d, l: answer(NOTEBOOK, "mean_loss")(m, d, l) + 0 * len(list(d)), "2 passes"),
+    (lambda m, d, l: sum(float(l(y, m(x))) for x, y in d) / 10, "multiply each batch mean by its batch's size"),
     (lambda m, d, l: None, "a Python float"),
     (lambda m, d, l: 2 * answer(NOTEBOOK, "mean_loss")(m, d, l), "not the mean loss"),
 ])
@@ -717,7 +718,23 @@ def _averages_batch_means(train_ds, val_ds, train_step, val_sums, eval_steps):
     return curve
 
 
+def _adds_tensors(train_ds, val_ds, train_step, val_sums, eval_steps):
+    train_iterator, curve = iter(train_ds), []
+    for step in range(max(eval_steps) + 1):
+        if step:
+            train_step(*next(train_iterator))
+        if step in eval_steps:
+            total, count = 0.0, 0
+            for x, y in val_ds:
+                batch_sum, n = val_sums(x, y)
+                total += batch_sum  # a float32 tensor
+                count += n          # an int32 tensor
+            curve.append((step, total / count))
+    return curve
+
+
 @pytest.mark.parametrize("wrong, match", [
+    (_adds_tensors, r"same dtype.*a float32 sum and an int32 count.*\(float\(\), int\(\)\)"),
     (_restarts_training, "training stream started over"),
     (_one_validation_iterator, "after step 1 read no validation example"),
     (_fixed_number_of_batches, "not each of the 7 once, in order"),
