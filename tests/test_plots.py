@@ -83,11 +83,16 @@ def test_validation_curve_draws_training_and_validation():
 
 
 def test_validation_passes_draws_the_curve_and_one_grid_per_panel():
-    fig = plots.validation_passes(_history(), [("cycling", [[0, 1, 2, 0], [1, 2, 0, 1]]),
-                                               ("fresh", [[0, 1, 2], [0, 1, 2]])])
-    assert len(fig.axes) == 3
-    assert "10 examples every 4 steps" in fig.axes[0].get_title()
+    fig = plots.validation_passes(_history(), [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]),
+                                               ("once", [[[0, 1], [2]], [], []]),
+                                               ("fresh", [[[0, 1], [2]], [[0, 1], [2]]])], without_eval=_history())
+    assert len(fig.axes) == 4
+    top = fig.axes[0]
+    assert "10 examples every 4 steps" in top.get_title()
+    assert top.lines[-1].get_label() == "the same training without evaluation"
     assert fig.axes[1].images[0].get_array().shape == (2, 4)
+    assert len(fig.axes[1].lines) == 2 and len(fig.axes[2].lines) == 1  # one line between two batches, per pass
+    assert [t.get_text() for t in fig.axes[2].texts].count("empty") == 2
 
 
 # --------------------------------------------------------------------------- 05 network snapshots

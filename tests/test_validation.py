@@ -82,10 +82,38 @@ def test_generated_dataset_repeats_the_same_examples_each_pass_with_or_without_i
     first, second = V.collect(val_ds(with_ids=True)), V.collect(val_ds(with_ids=True))
     for key in ("x", "y", "id"):
         np.testing.assert_array_equal(first[key], second[key])
-    np.testing.assert_array_equal(first["id"], np.arange(len(first["id"])))
+    np.testing.assert_array_equal(first["id"], V.example_ids(VAL_CHUNKS, seed=VAL_SEED))
     x, y = V.collect(val_ds())
     np.testing.assert_array_equal(x, first["x"])
     np.testing.assert_array_equal(y, first["y"])
+
+
+def test_an_id_names_its_example_whatever_the_order():
+    data = V.collect(val_ds(with_ids=True))
+    for index, example_id in enumerate(data["id"]):
+        chunk, position = divmod(int(example_id), V.MAX_PER_CHUNK)
+        x, y = V.chunk_examples(chunk, seed=VAL_SEED)
+        np.testing.assert_array_equal(data["x"][index], x[position])
+        np.testing.assert_array_equal(data["y"][index], y[position])
+    shuffled = V.collect(val_ds(with_ids=True).unbatch().shuffle(100, seed=0).batch(BATCH))["id"]
+    assert sorted(shuffled) == sorted(data["id"])
+    assert not np.array_equal(shuffled, V.example_ids(VAL_CHUNKS, seed=VAL_SEED))  # order shows
+    other = V.collect(V.generated_dataset(VAL_CHUNKS, BATCH, seed=VAL_SEED + 1, with_ids=True))["id"]
+    assert not np.array_equal(other, data["id"])  # other examples, other ids
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"chunks": -1}, ValueError, "chunks"),
+    ({"chunks": 2.0}, TypeError, "chunks"),
+    ({"chunks": 2, "max_per_chunk": 0}, ValueError, "max_per_chunk"),
+    ({"chunks": 2, "first": -1}, ValueError, "first"),
+    ({"chunks": None}, ValueError, "first="),
+])
+def test_example_ids_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        V.example_ids(**kwargs)
+    assert V.example_ids(0).tolist() == [] and V.example_ids(None, first=0).tolist() == []
+    np.testing.assert_array_equal(V.example_ids(None, seed=1, first=20), V.example_ids(VAL_CHUNKS, seed=1)[:20])
 
 
 def test_every_pass_generates_every_chunk_again():
@@ -135,7 +163,7 @@ def test_evaluate_sees_every_example_once_in_the_same_order_every_pass():
     for _ in range(3):
         result = V.evaluate(model, ds, MSE, return_ids=True)
         assert result["examples"] == n
-        np.testing.assert_array_equal(result["ids"], np.arange(n))
+        np.testing.assert_array_equal(result["ids"], V.example_ids(VAL_CHUNKS, seed=VAL_SEED))
     assert V.eval_trace_count(model, MSE) == 1  # batches of 8 and the last one of 6: one trace
 
 
@@ -355,7 +383,7 @@ def test_training_with_validation_every_k_steps():
     assert history.eval_step == [0, 4, 8]
     assert [r["examples"] for r in history.val] == [n, n, n]
     for ids in history.val_ids:
-        np.testing.assert_array_equal(ids, np.arange(n))  # every example once, same order, each pass
+        np.testing.assert_array_equal(ids, V.example_ids(VAL_CHUNKS, seed=VAL_SEED))  # once, in order, each pass
     assert history.traces == {"train": 1, "eval": 1}  # last validation batch smaller: no retrace
     assert history.val[0]["loss"] == V.evaluate(make_model(), ds, MSE)["loss"]
     assert history.val_metric("loss")[-1] < history.val_metric("loss")[0]  # it learned something
@@ -369,8 +397,9 @@ def test_evaluation_does_not_disturb_the_training_stream():
     h2 = V.train_with_validation(alone, keras.optimizers.Adam(0.01), MSE, train_ds(with_ids=True), None,
                                  steps, every=3)
     assert len(h1.val) == 5 and h2.val == []
-    np.testing.assert_array_equal(np.concatenate(h1.train_ids), np.arange(steps * BATCH))
-    np.testing.assert_array_equal(np.concatenate(h2.train_ids), np.arange(steps * BATCH))
+    made = V.example_ids(None, seed=7, first=steps * BATCH)
+    np.testing.assert_array_equal(np.concatenate(h1.train_ids), made)
+    np.testing.assert_array_equal(np.concatenate(h2.train_ids), made)
     assert h1.train_loss == h2.train_loss
     assert same(snapshot(with_eval), snapshot(alone))
 
@@ -398,7 +427,7 @@ def test_training_continues_from_an_iterator():
     model = make_model()
     V.train_with_validation(model, keras.optimizers.SGD(0.01), MSE, iterator, val_ds(), steps=2, every=1)
     h = V.train_with_validation(model, keras.optimizers.SGD(0.01), MSE, iterator, None, steps=2, every=1)
-    np.testing.assert_array_equal(h.train_ids[0], np.arange(2 * BATCH, 3 * BATCH))
+    np.testing.assert_array_equal(h.train_ids[0], V.example_ids(None, seed=7, first=3 * BATCH)[2 * BATCH:])
 
 
 def test_training_follows_a_frozen_layer():
@@ -614,6 +643,7 @@ def test_mean_loss_checker_explains_averaging_batch_means_without_the_answer():
 @pytest.mark.parametrize("wrong, match", [
     (lambda m, d, l: float(np.mean([float(l(y, m(x))) for x, y in list(d)[:-1]])), "leaves out the last"),
     (lambda m, d, l: answer(NOTEBOOK, "mean_loss")(m, d, l) + 0 * len(list(d)), "2 passes"),
+    (lambda m, d, l: sum(float(l(y, m(x))) for x, y in d) / 10, "multiply each batch mean by its batch's size"),
     (lambda m, d, l: None, "a Python float"),
     (lambda m, d, l: 2 * answer(NOTEBOOK, "mean_loss")(m, d, l), "not the mean loss"),
 ])
@@ -688,7 +718,23 @@ def _averages_batch_means(train_ds, val_ds, train_step, val_sums, eval_steps):
     return curve
 
 
+def _adds_tensors(train_ds, val_ds, train_step, val_sums, eval_steps):
+    train_iterator, curve = iter(train_ds), []
+    for step in range(max(eval_steps) + 1):
+        if step:
+            train_step(*next(train_iterator))
+        if step in eval_steps:
+            total, count = 0.0, 0
+            for x, y in val_ds:
+                batch_sum, n = val_sums(x, y)
+                total += batch_sum  # a float32 tensor
+                count += n          # an int32 tensor
+            curve.append((step, total / count))
+    return curve
+
+
 @pytest.mark.parametrize("wrong, match", [
+    (_adds_tensors, r"same dtype.*a float32 sum and an int32 count.*\(float\(\), int\(\)\)"),
     (_restarts_training, "training stream started over"),
     (_one_validation_iterator, "after step 1 read no validation example"),
     (_fixed_number_of_batches, "not each of the 7 once, in order"),

@@ -224,14 +224,17 @@ def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smoo
     return ax.figure
 
 
-def validation_passes(history: Any, panels: list[tuple[str, list[list[int]]]], *,
-                      smooth: int = 5) -> Any:
-    """Notebook 04's picture. Top: :func:`validation_curve` (log scale). Bottom, one panel per
-    ``(title, passes)``: which example id each position of each pass read, as a coloured grid.
+def validation_passes(history: Any, panels: list[tuple[str, list[list[list[int]]]]], *,
+                      without_eval: Any = None, smooth: int = 5) -> Any:
+    """Notebook 04's picture. Top: :func:`validation_curve` (log scale); with ``without_eval`` (the
+    same training run without evaluation) its training loss dashed over the first. Bottom, one
+    panel per ``(title, passes)``, each pass a list of batches of example ids: the id each position
+    of each pass read, as a coloured grid, a line between batches, "empty" for a pass of no example.
 
     >>> from types import SimpleNamespace
     >>> h = SimpleNamespace(step=[1, 2], train_loss=[2.0, 1.0], eval_step=[0, 2], val=[{"loss": 3.0}, {"loss": 1.5}])
-    >>> fig = validation_passes(h, [("cycling", [[0, 1, 2, 0], [1, 2, 0, 1]]), ("fresh", [[0, 1, 2], [0, 1, 2]])])
+    >>> fig = validation_passes(h, [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
+    ...                         without_eval=h)
     >>> len(fig.axes)
     3
     """
@@ -240,26 +243,39 @@ def validation_passes(history: Any, panels: list[tuple[str, list[list[int]]]], *
     apply_style()
     import matplotlib.pyplot as plt
 
-    fig = plt.figure(figsize=(9, 6.5))
-    grid = fig.add_gridspec(2, len(panels), height_ratios=[1.6, 1], hspace=0.45, wspace=0.15)
+    fig = plt.figure(figsize=(11, 6.5))
+    grid = fig.add_gridspec(2, len(panels), height_ratios=[0.85, 1], hspace=0.5, wspace=0.12)
     top = fig.add_subplot(grid[0, :])
     validation_curve(history, top, smooth=smooth, log=True)
+    if without_eval is not None:
+        train = np.asarray(without_eval.train_loss, dtype=float)
+        steps = without_eval.step
+        if smooth > 1 and len(train) >= smooth:
+            train, steps = np.convolve(train, np.ones(smooth) / smooth, mode="valid"), steps[smooth - 1:]
+        top.plot(steps, train, "--", color="black", lw=1, label="the same training without evaluation")
+        top.legend()
     n_val = history.val[-1].get("examples", "all") if history.val else "all"
     every = history.eval_step[1] - history.eval_step[0] if len(history.eval_step) > 1 else 0
     top.set_title(f"A full validation pass over {n_val} examples every {every} steps (dotted lines)")
-    width = max(len(ids) for _, passes in panels for ids in passes)
-    top_id = max(max(ids) for _, passes in panels for ids in passes if len(ids))
-    for column, (title, passes) in enumerate(panels):
+    flat = [[[i for batch in one for i in batch] for one in passes] for _, passes in panels]
+    width = max(len(ids) for passes in flat for ids in passes)
+    top_id = max(max(ids) for passes in flat for ids in passes if ids)
+    for column, ((title, passes), ids_per_pass) in enumerate(zip(panels, flat)):
         ax = fig.add_subplot(grid[1, column])
         table = np.full((len(passes), width), np.nan)
-        for row, ids in enumerate(passes):
+        for row, ids in enumerate(ids_per_pass):
             table[row, :len(ids)] = ids
+            if not ids:
+                ax.text((width - 1) / 2, row, "empty", ha="center", va="center", fontsize=9, color="0.4")
+            ends = np.cumsum([len(batch) for batch in passes[row]])[:-1]
+            for end in ends:  # a line between batches
+                ax.plot([end - 0.5, end - 0.5], [row - 0.5, row + 0.5], color="white", lw=2.5)
         ax.imshow(table, cmap="viridis", vmin=0, vmax=top_id, aspect="auto")
         for (row, col), value in np.ndenumerate(table):
             if not np.isnan(value):
-                ax.text(col, row, int(value), ha="center", va="center", fontsize=9,
+                ax.text(col, row, int(value), ha="center", va="center", fontsize=8,
                         color="white" if value < top_id / 2 else "black")
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
         ax.set_xlabel("position in the pass")
         ax.set_yticks(range(len(passes)), [f"pass {p}" for p in range(1, len(passes) + 1)] if column == 0 else [])
         ax.set_xticks(range(width))

@@ -43,7 +43,7 @@ from helpers.progress import Progress
 from helpers.validation_steps import CompiledSteps, check_metrics, ensure_built, metric_name, unpack
 
 __all__ = [
-    "FEATURES", "MAX_PER_CHUNK", "chunk_examples", "generated_dataset", "drop_ids", "collect",
+    "FEATURES", "MAX_PER_CHUNK", "chunk_examples", "generated_dataset", "example_ids", "drop_ids", "collect",
     "ValidationStream", "evaluate", "eval_trace_count", "History", "train_with_validation", "ExampleCount",
 ]
 
@@ -68,11 +68,16 @@ def chunk_examples(chunk: int, *, seed: int = 0, features: int = FEATURES,
     (4, 1, True)
     """
     rng = np.random.default_rng([seed, chunk])
-    n = int(rng.integers(1, max_per_chunk + 1))
+    n = int(rng.integers(1, max_per_chunk + 1))  # what _chunk_size draws
     x = rng.normal(size=(n, features)).astype(np.float32)
     w = np.random.default_rng(_TASK_SEED).normal(size=(features, 1)).astype(np.float32)
     y = x @ w + 0.5 * np.sin(3.0 * x[:, :1]) + 0.1 * rng.normal(size=(n, 1))
     return x, y.astype(np.float32)
+
+
+def _chunk_size(chunk: int, seed: int, max_per_chunk: int) -> int:
+    """How many examples :func:`chunk_examples` makes from ``chunk`` (its first draw)."""
+    return int(np.random.default_rng([seed, chunk]).integers(1, max_per_chunk + 1))
 
 
 def generated_dataset(chunks: int | None, batch_size: int, *, seed: int = 0, features: int = FEATURES,
@@ -83,7 +88,8 @@ def generated_dataset(chunks: int | None, batch_size: int, *, seed: int = 0, fea
     Every iteration generates chunks ``0, 1, 2, ...`` anew with :func:`chunk_examples` (one NumPy
     call per chunk, in ``tf.numpy_function``): the same examples in the same order, their number
     known only after a full pass. Elements are ``(x, y)``, ready for Keras; with ``with_ids``,
-    dicts ``{"x", "y", "id"}`` whose ids count examples from 0 in generation order.
+    dicts ``{"x", "y", "id"}``, where example ``i`` of chunk ``c`` has id ``c * max_per_chunk + i``:
+    an id names one example whatever order it is read in (:func:`example_ids` lists them).
     ``on_chunk(chunk)`` is called each time a chunk is generated, to watch passes re-generate
     (from ``tf.data``'s threads, which may generate a pass's chunks in parallel and out of order;
     the examples keep their order).
@@ -104,17 +110,42 @@ def generated_dataset(chunks: int | None, batch_size: int, *, seed: int = 0, fea
             on_chunk(int(chunk))
         return chunk_examples(int(chunk), seed=seed, features=features, max_per_chunk=max_per_chunk)
 
-    def one_chunk(chunk: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def one_chunk(chunk: tf.Tensor) -> Any:
         x, y = tf.numpy_function(make, [chunk], [tf.float32, tf.float32], stateful=False)
-        return tf.ensure_shape(x, [None, features]), tf.ensure_shape(y, [None, 1])
+        x, y = tf.ensure_shape(x, [None, features]), tf.ensure_shape(y, [None, 1])
+        if not with_ids:
+            return x, y
+        ids = chunk * max_per_chunk + tf.range(tf.shape(x, out_type=tf.int64)[0], dtype=tf.int64)
+        return {"x": x, "y": y, "id": ids}
 
     numbers = tf.data.Dataset.counter() if chunks is None else tf.data.Dataset.range(chunks)
     examples = numbers.map(one_chunk).unbatch()
-    if with_ids:
-        examples = examples.enumerate().map(lambda i, xy: {"x": xy[0], "y": xy[1], "id": i})
     if chunks is None:
         examples = examples.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
     return examples.batch(batch_size)
+
+
+def example_ids(chunks: int | None, *, seed: int = 0, max_per_chunk: int = MAX_PER_CHUNK,
+                first: int | None = None) -> np.ndarray:
+    """The ids of the examples that chunks ``0, 1, ...`` make, in generation order, computed with
+    NumPy alone (no ``tf.data``): what one pass over ``generated_dataset(chunks, ..., seed=seed,
+    with_ids=True)`` must read. ``first``: only the first ``first`` ids; ``chunks=None``, the
+    endless stream, needs it.
+
+    >>> example_ids(2, seed=1)[:3].tolist(), len(example_ids(None, seed=1, first=40))
+    ([0, 1, 2], 40)
+    """
+    require_int("chunks", chunks, minimum=0, allow_none=True)
+    require_int("max_per_chunk", max_per_chunk, minimum=1)
+    require_int("first", first, minimum=0, allow_none=True)
+    if chunks is None and first is None:
+        raise ValueError("example_ids(None, ...) is the endless stream: say how many ids with first=")
+    parts, count, chunk = [np.zeros(0, np.int64)], 0, 0
+    while (chunks is None or chunk < chunks) and (first is None or count < first):
+        n = _chunk_size(chunk, seed, max_per_chunk)
+        parts.append(chunk * max_per_chunk + np.arange(n, dtype=np.int64))
+        count, chunk = count + n, chunk + 1
+    return np.concatenate(parts)[:first]
 
 
 def drop_ids(element: dict) -> tuple:

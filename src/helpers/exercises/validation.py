@@ -61,6 +61,11 @@ def check_mean_loss(mean_loss: Callable) -> None:
                f"your value {value:.4f} is the plain average of the {len(sizes)} batch means (batch sizes "
                f"{', '.join(map(str, sizes))}): the last batch has only {sizes[-1]} examples but counted as "
                f"much as a full batch of {sizes[0]}. Each example should count once, whatever batch it is in.")
+    if math.isclose(value, sum(batch_means) / len(per_example), rel_tol=1e-5):
+        expect(False,
+               f"your value {value:.4f} is the sum of the {len(sizes)} batch means divided by the number of "
+               f"examples: a batch mean stands for every example of its batch, so multiply each batch mean by "
+               f"its batch's size (here {', '.join(map(str, sizes))}) before adding")
     if math.isclose(value, float(np.mean(batch_means[:-1])), rel_tol=1e-5):
         expect(False, f"your value {value:.4f} leaves out the last, smaller batch: every example counts")
     expect(math.isclose(value, exact, rel_tol=1e-5),
@@ -141,9 +146,12 @@ def check_validate_at(validate_at: Callable) -> None:
         try:
             curve = call_learner(validate_at, train_ds, val_ds, recorder.train_step, recorder.val_sums,
                                  list(_SCHEDULE), name="validate_at")
-        except CheckFailed:
+        except CheckFailed as failure:
             if recorder.trained or recorder.read:
                 _explain(recorder, _SCHEDULE, size, finished=False)  # a clearer hint from what was recorded
+            expect("dtype" not in str(failure),
+                   f"{failure}. val_sums returns two scalar tensors, a float32 sum and an int32 count, and "
+                   "TensorFlow does not mix dtypes: turn each into a Python number (float(), int()) before adding")
             raise
         _explain(recorder, _SCHEDULE, size, finished=True)
         expect(isinstance(curve, (list, tuple)) and len(curve) == len(_SCHEDULE),
