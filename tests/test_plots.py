@@ -41,7 +41,7 @@ def test_accumulation_memory_labels_sizes_with_counts_and_draws_the_fixed_part()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["64 (×1)", "32 (×2)", "16 (×4)"]
     floor = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert len(floor) == 1 and list(floor[0].get_ydata()) == [0.5, 0.5]
-    assert "fixed part: weights" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "weights" in [t.get_text() for t in ax.get_legend().get_texts()]
     with pytest.raises(ValueError, match="equal length"):
         plots.accumulation_memory([1], [1.0, 2.0], effective=64, fixed_mib=0.5, fixed_label="w")
     with pytest.raises(ValueError, match="divide effective=64"):

@@ -98,7 +98,7 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
                         fixed_mib: float, fixed_label: str) -> Any:
     """Notebook 02's memory figure: peak memory of one ``effective``-example gradient computed in
     ``k`` micro-batches, for each ``k`` in ``splits``; a tick reads "size (×k)". A dashed line at
-    ``fixed_mib`` marks the part that does not shrink, labelled ``fixed_label`` (what it holds).
+    ``fixed_mib`` marks the floor that does not shrink, labelled ``fixed_label`` (say what it holds).
 
     >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="weights")
     >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
@@ -111,14 +111,14 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
         raise ValueError(f"every split must divide effective={effective} into equal micro-batches, got {splits}")
     fig, ax = new_figure(width=6.5, height=3.8)
     ax.plot(splits, peak_mib, "o-", label="peak memory of one gradient")
-    ax.axhline(fixed_mib, color="grey", ls="--", lw=1.5, label=f"fixed part: {fixed_label}")
+    ax.axhline(fixed_mib, color="grey", ls="--", lw=1.5, label=fixed_label)
     ax.set_xscale("log", base=2)
     ax.set_xticks(splits, [f"{effective // k} (×{k})" for k in splits])
     ax.minorticks_off()
     ax.set_xlabel(f"micro-batch size (× number of micro-batches), {effective} examples in all")
     ax.set_ylabel("peak memory (MiB)")
     ax.set_ylim(bottom=0)
-    ax.set_title("smaller micro-batches, less memory, down to a fixed part")
+    ax.set_title("smaller micro-batches, less memory, toward a floor")
     ax.legend(loc="upper right")
     fig.tight_layout()
     return fig
