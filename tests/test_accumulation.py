@@ -777,13 +777,25 @@ def test_check_accumulate_refuses_an_answer_that_applies_the_gradient():
         _check("check_accumulate")(applies)
 
 
-def _plain_means(model, micro_batches):  # each micro-batch's own loss, weighted by size
+def test_check_accumulate_says_to_write_the_loop_when_the_helper_refuses_its_small_device():
+    def with_the_helper(model, loss_fn, x, y, max_examples):
+        return acc.accumulated_gradients(model, loss_fn, acc.micro_batches((x, y), max_examples))
+
+    with pytest.raises(CheckFailed) as info:
+        _check("check_accumulate")(with_the_helper)
+    message = str(info.value)
+    assert "called helpers.accumulation" in message and "write the loop yourself" in message
+    assert "_SmallDevice" not in message and "\n" not in message
+
+
+def _plain_means(model, micro_batches, equal=False):  # each micro-batch's own loss, weighted by size
     n = sum(int(x.shape[0]) for x, _ in micro_batches)
     total = None
     for x, y in micro_batches:
         with tf.GradientTape() as tape:
             loss = tf.square(tf.reduce_mean(model(x, training=True)) - tf.reduce_mean(y))
-        grads = [int(x.shape[0]) / n * g for g in tape.gradient(loss, model.trainable_variables)]
+        weight = 1.0 if equal else int(x.shape[0]) / n
+        grads = [weight * g for g in tape.gradient(loss, model.trainable_variables)]
         total = grads if total is None else [a + b for a, b in zip(total, grads)]
     return total
 
@@ -795,11 +807,17 @@ def _joined_means(model, micro_batches):
     return tape.gradient(loss, model.trainable_variables)
 
 
+def _equal_means(model, micro_batches):  # each micro-batch's own loss, weighted equally
+    return [g / len(micro_batches) for g in _plain_means(model, micro_batches, equal=True)]
+
+
 @pytest.mark.parametrize("wrong, hint", [
-    (_plain_means, "not the loss of the whole batch's means"),
+    (_plain_means, "own loss (by size): those losses use each micro-batch's means, not the loss of the whole batch's"),
+    (_equal_means, "own loss (equally)"),
     (_joined_means, "ran the model on 12 examples at once"),
     (lambda model, parts: [2 * g for g in answer(NB, "means_gradient")(model, parts)], "off by a factor of 2"),
-], ids=["plain accumulation", "tf.concat", "factor 2"])
+    (lambda model, parts: [g + 0.01 for g in answer(NB, "means_gradient")(model, parts)], "follow the two passes"),
+], ids=["plain accumulation", "equal weights", "tf.concat", "factor 2", "other"])
 def test_check_means_gradient_names_the_mistake_without_the_answer(wrong, hint):
     with pytest.raises(CheckFailed) as info:
         _check("check_means_gradient")(wrong)

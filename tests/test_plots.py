@@ -32,18 +32,31 @@ def test_evaluations_per_dequeue_marks_each_dequeue_and_each_accepted_iterate():
 # --------------------------------------------------------------------------- 02 gradient accumulation
 
 
-def test_accumulation_memory_and_curves_draws_both_panels():
+def test_accumulation_memory_labels_sizes_with_counts_and_draws_the_fixed_part():
     import pytest
 
-    fig = plots.accumulation_memory_and_curves([64, 32, 16], [3.0, 1.6, 0.9],
-                                               {"full batch": [1.0, 0.6], "accumulated": [1.0, 0.6]}, effective=64)
-    left, right = fig.axes
-    assert list(left.lines[0].get_ydata()) == [3.0, 1.6, 0.9] and len(right.lines) == 2
-    assert [t.get_text() for t in right.get_legend().get_texts()] == ["full batch", "accumulated"]
+    fig = plots.accumulation_memory([1, 2, 4], [3.0, 1.6, 0.9], effective=64, fixed_mib=0.5, fixed_label="weights")
+    ax = fig.axes[0]
+    assert list(ax.lines[0].get_ydata()) == [3.0, 1.6, 0.9]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["64 (×1)", "32 (×2)", "16 (×4)"]
+    floor = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert len(floor) == 1 and list(floor[0].get_ydata()) == [0.5, 0.5]
+    assert "weights" in [t.get_text() for t in ax.get_legend().get_texts()]
     with pytest.raises(ValueError, match="equal length"):
-        plots.accumulation_memory_and_curves([64], [1.0, 2.0], {"a": [1.0]}, effective=64)
+        plots.accumulation_memory([1], [1.0, 2.0], effective=64, fixed_mib=0.5, fixed_label="w")
+    with pytest.raises(ValueError, match="divide effective=64"):
+        plots.accumulation_memory([3], [1.0], effective=64, fixed_mib=0.5, fixed_label="w")
+
+
+def test_accumulation_curves_draws_one_line_per_run_with_the_mse_label():
+    import pytest
+
+    fig = plots.accumulation_curves({"large": [1.0, 0.6], "ours": [1.0, 0.6], "keras": [1.2, 0.7]}, xlabel="epoch")
+    ax = fig.axes[0]
+    assert len(ax.lines) == 3 and ax.get_ylabel() == "training loss (MSE)" and ax.get_xlabel() == "epoch"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["large", "ours", "keras"]
     with pytest.raises(ValueError, match="curves is empty"):
-        plots.accumulation_memory_and_curves([64], [1.0], {}, effective=64)
+        plots.accumulation_curves({}, xlabel="epoch")
 
 
 # --------------------------------------------------------------------------- 03 batch iteration

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLORS", "apply_style", "new_figure", "evaluations_per_dequeue", "accumulation_memory_and_curves",
-           "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag"]
+__all__ = ["COLORS", "apply_style", "new_figure", "evaluations_per_dequeue", "accumulation_memory",
+           "accumulation_curves", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag"]
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
 
@@ -94,35 +94,54 @@ def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]
 # --------------------------------------------------------------------------- 02 gradient accumulation
 
 
-def accumulation_memory_and_curves(micro_sizes: list[int], peak_mib: list[float],
-                                   curves: dict[str, list[float]], *, effective: int) -> Any:
-    """Notebook 02's Picture. Left: peak memory of one ``effective``-example gradient computed in
-    micro-batches of each size in ``micro_sizes``. Right: the training loss per update of each
-    run in ``curves`` (name -> losses), drawn so that equal curves show as one line.
+def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
+                        fixed_mib: float, fixed_label: str) -> Any:
+    """Notebook 02's memory figure: peak memory of one ``effective``-example gradient computed in
+    ``k`` micro-batches, for each ``k`` in ``splits``; a tick reads "size (×k)". A dashed line at
+    ``fixed_mib`` marks the floor that does not shrink, labelled ``fixed_label`` (say what it holds).
 
-    >>> fig = accumulation_memory_and_curves([4, 2], [2.0, 1.0], {"a": [1.0, 0.5]}, effective=4)
-    >>> len(fig.axes)
+    >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="weights")
+    >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    ['4 (×1)', '2 (×2)']
+    """
+    if len(splits) != len(peak_mib) or not splits:
+        raise ValueError(f"splits and peak_mib must be non-empty and of equal length, got "
+                         f"{len(splits)} and {len(peak_mib)}")
+    if any(k < 1 or effective % k for k in splits):
+        raise ValueError(f"every split must divide effective={effective} into equal micro-batches, got {splits}")
+    fig, ax = new_figure(width=6.5, height=3.8)
+    ax.plot(splits, peak_mib, "o-", label="peak memory of one gradient")
+    ax.axhline(fixed_mib, color="grey", ls="--", lw=1.5, label=fixed_label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(splits, [f"{effective // k} (×{k})" for k in splits])
+    ax.minorticks_off()
+    ax.set_xlabel(f"micro-batch size (× number of micro-batches), {effective} examples in all")
+    ax.set_ylabel("peak memory (MiB)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("smaller micro-batches, less memory, toward a floor")
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def accumulation_curves(curves: dict[str, list[float]], *, xlabel: str) -> Any:
+    """Notebook 02's training figure: the training loss (MSE) of each run in ``curves`` (name ->
+    one loss per point of ``xlabel``), drawn so that equal curves show as one line.
+
+    >>> fig = accumulation_curves({"a": [1.0, 0.5], "b": [1.0, 0.6]}, xlabel="epoch")
+    >>> len(fig.axes[0].lines)
     2
     """
-    if len(micro_sizes) != len(peak_mib) or not micro_sizes:
-        raise ValueError(f"micro_sizes and peak_mib must be non-empty and of equal length, got "
-                         f"{len(micro_sizes)} and {len(peak_mib)}")
     if not curves:
         raise ValueError("curves is empty: give at least one name -> losses")
-    fig, (left, right) = new_figure(2, width=10, height=3.8)
-    left.plot(micro_sizes, peak_mib, "o-")
-    left.set_xscale("log", base=2)
-    left.set_xticks(micro_sizes, [str(s) for s in micro_sizes])
-    left.set_xlabel(f"micro-batch size (effective batch {effective})")
-    left.set_ylabel("peak memory (MiB)")
-    left.set_ylim(bottom=0)
-    left.set_title("smaller micro-batches, less memory")
+    fig, ax = new_figure(width=6.5, height=3.8)
     for (name, losses), style in zip(curves.items(), ["-", "--", ":", "-."]):
-        right.plot(range(1, len(losses) + 1), losses, style, lw=3.0 if style == "-" else 1.5, label=name)
-    right.set_xlabel("update")
-    right.set_ylabel("training loss")
-    right.set_title("same updates, same curve")
-    right.legend()
+        ax.plot(range(1, len(losses) + 1), losses, style, marker="o" if style == "-" else None,
+                lw=3.0 if style == "-" else 1.8, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("training loss (MSE)")
+    ax.set_title("where the curves part, the updates differ")
+    ax.legend()
     fig.tight_layout()
     return fig
 

@@ -8,6 +8,8 @@ mistakes show.
 
 from __future__ import annotations
 
+import os
+import traceback
 from typing import Any, Callable
 
 import numpy as np
@@ -68,11 +70,33 @@ def _run(fn: Callable, name: str, model: keras.Model, limit: int, *args: Any) ->
     """Call the learner's ``fn(small device, *args)``; its gradients as arrays, once checked: one per
     trainable variable, shaped like it, and the weights left as they were."""
     before = [w.copy() for w in model.get_weights()]
-    got = call_learner(fn, _SmallDevice(model, limit), *args, name=name)
+    got = call_learner(_own_loop_only(fn, name), _SmallDevice(model, limit), *args, name=name)
     arrays = _as_gradients(got, model, name)
     expect(_max_diff(before, model.get_weights()) == 0.0,
            "the model's weights changed: compute the gradient only, do not apply it")
     return arrays
+
+
+_HELPER_FILES = tuple(os.path.join("helpers", f) for f in ("accumulation.py", "gradient_accumulator.py"))
+
+
+def _own_loop_only(fn: Any, name: str) -> Any:
+    """``fn``, except that an error raised inside ``helpers.accumulation`` (which refuses the checker's
+    small device, not being a plain Keras model) becomes the exercise's rule instead of the helper's
+    message. Anything else, the stub's ``NotImplementedError`` included, goes to ``call_learner``."""
+    if not callable(fn):
+        return fn
+
+    def run(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as error:  # noqa: BLE001 - re-raised unless the helpers raised it
+            if any(frame.filename.endswith(_HELPER_FILES) for frame in traceback.extract_tb(error.__traceback__)):
+                raise CheckFailed(f"`{name}` called helpers.accumulation, which this exercise's small device does "
+                                  "not accept: write the loop yourself, with tf.GradientTape") from None
+            raise
+
+    return run
 
 
 def _as_gradients(got: Any, model: keras.Model, name: str) -> list[np.ndarray]:
@@ -135,16 +159,18 @@ def check_means_gradient(means_gradient: Callable) -> None:
         full = _gradient(model, _means_loss, x, y)
         if _max_diff(got, full) <= _TOLERANCE:
             continue
-        per_part = [_gradient(model, _means_loss, x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-        weighted = [np.tensordot(np.array(sizes) / n, np.stack(g), axes=1) for g in zip(*per_part)]
-        expect(_max_diff(got, weighted) > _TOLERANCE,
-               "you accumulated each micro-batch's gradient of its own loss: that is the mean of the micro-batches' "
-               "losses, not the loss of the whole batch's means. Which numbers must be complete before the loss "
-               "can be computed, and how much does each micro-batch contribute to them?")
+        per_part = [np.stack(g) for g in zip(*[_gradient(model, _means_loss, x[a:b], y[a:b])
+                                                for a, b in zip(bounds[:-1], bounds[1:])])]
+        combined = {"equally": np.full(len(sizes), 1 / len(sizes)), "by size": np.array(sizes) / n,
+                    "summed": np.ones(len(sizes))}
+        for how, weights in combined.items():
+            expect(_max_diff(got, [np.tensordot(weights, g, axes=1) for g in per_part]) > _TOLERANCE,
+                   f"you combined the gradients of each micro-batch's own loss ({how}): those losses use each "
+                   "micro-batch's means, not the loss of the whole batch's means. Which numbers must be complete "
+                   "before the loss can be computed, and how much does each micro-batch contribute to them?")
         expect(_max_diff(got, [2 * g for g in full]) > _TOLERANCE and _max_diff(got, [g / 2 for g in full]) > _TOLERANCE,
                "your gradient is off by a factor of 2: the derivative of d**2 is 2*d")
-        expect(False, f"your gradient differs from the whole batch's by up to {_max_diff(got, full):.3g}: first the "
-                      "means over all micro-batches (no tape), then one tape per micro-batch for its share of the "
-                      "mean prediction, times the loss's derivative with respect to that mean")
+        expect(False, f"your gradient differs from the whole batch's by up to {_max_diff(got, full):.3g}: "
+                      "follow the two passes of Proof (2)")
     passed("the gradient of (mean prediction - mean target)**2 over micro-batches of 5, 5, 2 (and 4, 4, 4, 1) "
            f"equals the whole batch's (max |Δ| < {_TOLERANCE:.0e}).")
