@@ -63,6 +63,7 @@ def test_accumulation_curves_draws_one_line_per_run_with_the_mse_label():
 
 
 def test_ptb_grid_draws_every_token_of_a_layout():
+    import matplotlib.colors
     import pytest
 
     from helpers.batching import ptb_layout
@@ -72,6 +73,9 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     labels = {t.get_text() for t in fig.axes[0].texts}
     assert {str(p) for p in range(68)} <= labels  # every token of the 4 x 17 grid, by position
     assert any("68, 69" in text for text in labels)  # the two the reshape drops
+    assert "batch 3 = window 0 again: reset the state" in labels  # where the rows jump back
+    faces = {patch.get_facecolor()[:3] for patch in fig.axes[0].patches}
+    assert len(faces & {matplotlib.colors.to_rgb(c) for c in ("#d62728", "#2ca02c")}) < 2  # not red next to green
     with pytest.raises(ValueError, match="at most"):
         plots.ptb_grid(ptb_layout(200, batch_size=2, num_steps=5))
 

@@ -396,7 +396,9 @@ class Checksum:
 
     ``step(x, y)`` is compiled once for every batch shape (its ``input_signature`` has ``None``
     dimensions) and is called from a Python loop; ``loop(dataset)`` runs the whole loop inside one
-    ``tf.function`` (one trace per dataset element spec).
+    ``tf.function`` (one trace per dataset element spec). It loops over ``iter(dataset)``, which
+    AutoGraph compiles to a ``While`` loop: the step stays in the compiled function, where a GPU can
+    run it; ``for x, y in dataset`` would become a tf.data reduction, run on the host.
 
     >>> counter = Checksum()
     >>> counter.run_python_loop(ptb_batches(range(20), 2, 3), num_batches=3) == counter.run_in_graph(
@@ -413,7 +415,7 @@ class Checksum:
         self.total.assign_add(batch_checksum(x, y))
 
     def _loop(self, dataset: tf.data.Dataset) -> None:
-        for x, y in dataset:
+        for x, y in iter(dataset):  # a While loop over an iterator, not a tf.data reduction
             self._step(x, y)
 
     @property

@@ -149,13 +149,19 @@ def accumulation_curves(curves: dict[str, list[float]], *, xlabel: str) -> Any:
 # --------------------------------------------------------------------------- 03 batch iteration
 
 
+# Okabe and Ito's colour-blind-safe colours, with the text colour each needs: one per batch of an epoch.
+_BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"),
+                 ("#CC79A7", "black"), ("#56B4E9", "black"), ("#D55E00", "white"))
+
+
 def ptb_grid(layout: Any) -> Any:
     """The PTB layout as a grid: the stream cut into rows, each ``x`` window coloured by its batch.
 
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
     with at most 6 batches per epoch. A cell holds the token's position in the stream; ``y`` of batch
     0 is dashed; the column that is only ever a target is grey; tokens never read are crossed out;
-    arrows show what a stateful RNN carries from one batch to the next in each row.
+    arrows show what a stateful RNN carries from one batch to the next in each row, and where the
+    next epoch jumps back to window 0 (where the state must be reset). Colours are colour-blind safe.
 
     >>> from helpers.batching import ptb_layout
     >>> type(ptb_grid(ptb_layout(70, 4, 5))).__name__
@@ -164,34 +170,38 @@ def ptb_grid(layout: Any) -> Any:
     import matplotlib.pyplot as plt
 
     b, n, length, epochs = layout.batch_size, layout.num_steps, layout.batch_len, layout.epoch_size
-    if epochs > len(COLORS):
-        raise ValueError(f"layout has {epochs} batches per epoch; the grid shows at most {len(COLORS)}")
-    fig, ax = new_figure(width=max(6.0, 0.55 * length + 1.5), height=0.8 * b + 1.6)
+    if epochs > len(_BATCH_COLORS):
+        raise ValueError(f"layout has {epochs} batches per epoch; the grid shows at most {len(_BATCH_COLORS)}")
+    fig, ax = new_figure(width=max(6.0, 0.55 * length + 1.5), height=0.8 * b + 2.2)
     ax.grid(False)
     last_target = epochs * n  # the column that is only ever a target
     for s in range(b):
         for t in range(length):
             k = t // n if t < last_target else -1
-            face = COLORS[k] if k >= 0 else ("#d9d9d9" if t == last_target else "white")
+            face, ink = _BATCH_COLORS[k] if k >= 0 else ("#d9d9d9" if t == last_target else "white", "black")
             ax.add_patch(plt.Rectangle((t, s), 1, 1, facecolor=face, edgecolor="black", linewidth=0.8))
             if t > last_target:
                 ax.plot([t + 0.1, t + 0.9], [s + 0.9, s + 0.1], color="#999999", linewidth=1)
-            ax.text(t + 0.5, s + 0.5, str(s * length + t), ha="center", va="center", fontsize=9,
-                    color="white" if k >= 0 else "black")
+            ax.text(t + 0.5, s + 0.5, str(s * length + t), ha="center", va="center", fontsize=9, color=ink)
         for k in range(1, epochs):  # the state a stateful RNN carries from batch k-1 to batch k
             ax.annotate("", xy=(k * n + 0.45, s + 0.82), xytext=(k * n - 0.45, s + 0.82),
                         arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 1.5, "mutation_scale": 14})
     ax.add_patch(plt.Rectangle((1, 0), n, b, fill=False, edgecolor="black", linewidth=2.5, linestyle="--"))
     ax.text(1 + n / 2, b + 0.35, "y of batch 0 (dashed)", ha="center", va="center", fontsize=9)
+    # the next epoch: after the last window, every row jumps back to window 0
+    ax.annotate("", xy=(0.1, b + 0.8), xytext=(last_target - 0.1, b + 0.8),
+                arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 16})
+    ax.text(last_target / 2, b + 1.3, f"batch {epochs} = window 0 again: reset the state", ha="center",
+            va="center", fontsize=10, fontweight="bold")
     for k in range(epochs):
         ax.text(k * n + n / 2, -0.35, f"x of batch {k} (and {k + epochs}, {k + 2 * epochs}, …)",
-                ha="center", va="center", fontsize=9, color=COLORS[k])
+                ha="center", va="center", fontsize=9)
     dropped = list(range(b * length, layout.n_tokens))
     if dropped:
         shown = ", ".join(map(str, dropped[:3])) + (", …" if len(dropped) > 3 else "")
         ax.text(length + 0.3, b / 2, f"dropped by the\nreshape: {shown}", va="center", fontsize=9)
     ax.set_xlim(0, length + 3)
-    ax.set_ylim(b + 0.7, -0.8)
+    ax.set_ylim(b + 1.7, -0.8)
     ax.set_xticks(np.arange(length) + 0.5, [str(t) for t in range(length)])
     ax.set_yticks(np.arange(b) + 0.5, [f"row {s}" for s in range(b)])
     ax.set_xlabel("column of the reshaped data (time within a row)")
