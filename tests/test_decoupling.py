@@ -596,8 +596,9 @@ def _gradient_check_variant(*, compile="signature", training=False, restore_each
                 loss = loss_fn(y, model(x, training=training))
             return loss, tape.gradient(loss, model.trainable_variables)
 
+        signature = [tf.RaggedTensorSpec([None, None, 8], tf.float64, 1), tf.TensorSpec([None], tf.float64)]
+        uncompiled = loss_and_grads
         if compile == "signature":
-            signature = [tf.RaggedTensorSpec([None, None, 8], tf.float64, 1), tf.TensorSpec([None], tf.float64)]
             loss_and_grads = tf.function(loss_and_grads, input_signature=signature)
         elif compile == "plain":
             loss_and_grads = tf.function(loss_and_grads)
@@ -606,6 +607,8 @@ def _gradient_check_variant(*, compile="signature", training=False, restore_each
         pairs = []
         for _ in range(num_batches):
             x, y = next(iterator)
+            if compile == "signature per batch":      # a new compiled function for every batch
+                loss_and_grads = tf.function(uncompiled, input_signature=signature)
             _, grads = loss_and_grads(x, y)
             norm = float(tf.linalg.global_norm(grads))
             ends = []
@@ -634,6 +637,7 @@ def test_gradient_check_checker_accepts_a_hand_compiled_answer(capsys):
 
 @pytest.mark.parametrize("variant, hint", [
     (_gradient_check_variant(compile="plain"), "traced 2 times for batches of \\[5, 5, 2\\] molecules"),
+    (_gradient_check_variant(compile="signature per batch"), "traced 3 times .* or you made a new compiled function per batch"),
     (_gradient_check_variant(compile="eager"), "never inside tf.function"),
     (_gradient_check_variant(training=True), "training=True"),
     (_gradient_check_variant(leak=True), "ran it dry, but it needs only 3"),

@@ -25,6 +25,12 @@ def test_evaluations_per_dequeue_marks_each_dequeue_and_each_accepted_iterate():
     ax = fig.axes[0]
     dashed = [line for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata()) == 2]
     assert len(dashed) == 2 and ax.get_yscale() == "log"
+    marks = {}
+    for line in ax.lines:
+        if line.get_marker() in ("s", "o", "x") and len(line.get_xdata()):
+            marks.setdefault(line.get_marker(), []).extend(float(v) for v in line.get_xdata())
+    # evaluation numbers across both batches: starts 1 and 5, iterates 2, 4, 6, 7, the rejected probe 3
+    assert sorted(marks["s"]) == [1, 5] and sorted(marks["o"]) == [2, 4, 6, 7] and marks["x"] == [3]
     with pytest.raises(ValueError, match="one list per batch"):
         plots.evaluations_per_dequeue([[1.0]], [])
 

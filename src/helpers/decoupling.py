@@ -319,7 +319,7 @@ def minimize_on_batch(
     *,
     compiled: LossAndGradient | None = None,
 ):
-    """Minimise the loss on one batch with ``scipy.optimize.minimize``; leave the model at the optimum.
+    """Minimise the loss on one batch with ``scipy.optimize.minimize``; leave the model at SciPy's last iterate.
 
     The loss is ``loss_fn`` plus ``model.losses``, as Keras minimises (see :class:`LossAndGradient`);
     only the model's trainable variables move. Every argument is checked before the model changes.

@@ -57,8 +57,10 @@ def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]
     """Every loss evaluation of a line-search optimizer, batch after batch, with the dequeues marked.
 
     ``losses[k]`` lists the loss of every evaluation on batch ``k`` in order; ``iterates[k]`` the
-    evaluation numbers (1-based) at which the optimizer accepted an iterate (the rest are line-search
-    probes). A dashed line marks each ``next(iterator)``: every dot between two lines used one batch.
+    evaluation numbers (1-based) at which the optimizer accepted an iterate. The first evaluation of
+    each batch (the new batch at the weights the optimizer starts from) is a square,
+    accepted iterates are circles, the rest (rejected line-search probes) are crosses. A dashed line
+    marks each ``next(iterator)``: every mark between two lines used one batch.
 
     >>> fig = evaluations_per_dequeue([[4.0, 2.0, 3.0, 1.0], [2.0, 0.5]], [[2, 4], [2]])
     >>> len(fig.axes[0].lines) > 4
@@ -68,24 +70,30 @@ def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]
         raise ValueError(f"losses and iterates must hold one list per batch, got {len(losses)} and {len(iterates)}")
     import numpy as np
 
-    fig, ax = new_figure(width=9, height=4)
+    fig, ax = new_figure(width=9, height=4.4)
     offset, low = 0, min(min(batch) for batch in losses)
     for k, (batch_losses, accepted) in enumerate(zip(losses, iterates)):
         values = np.asarray(batch_losses, dtype=float)
         steps = offset + np.arange(1, len(values) + 1)
         color = COLORS[k % len(COLORS)]
+        chosen = np.zeros(len(values), dtype=bool)
+        chosen[np.asarray(accepted, dtype=int) - 1] = True
+        chosen[0] = False
+        rejected = ~chosen
+        rejected[0] = False
         ax.axvline(offset + 0.5, color="grey", ls="--", lw=1)
         ax.text(offset + 1, low / 3, f"next(iterator)\nbatch {k}", fontsize=8, va="bottom")
-        ax.semilogy(steps, values, ".", color=color, ms=5)
-        chosen = np.asarray(accepted, dtype=int) - 1
-        ax.semilogy(steps[chosen], values[chosen], "o", color=color, ms=6, mfc="none")
+        ax.semilogy(steps[:1], values[:1], "s", color=color, ms=6, mfc="none")
+        ax.semilogy(steps[chosen], values[chosen], "o", color=color, ms=4)
+        ax.semilogy(steps[rejected], values[rejected], "x", color=color, ms=7)
         offset += len(values)
-    ax.plot([], [], ".", color="black", label="evaluation (iterate or line-search probe)")
-    ax.plot([], [], "o", color="black", mfc="none", label="accepted iterate")
+    ax.plot([], [], "s", color="black", mfc="none", label="first evaluation on a new batch")
+    ax.plot([], [], "o", color="black", ms=4, label="accepted iterate")
+    ax.plot([], [], "x", color="black", label="rejected line-search probe")
     ax.plot([], [], "--", color="grey", label="next(iterator): one dequeue")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=9)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
     ax.set(xlabel="loss + gradient evaluation (all batches, in order)", ylabel="loss",
-           title="A line search evaluates each batch many times; the iterator advances once per batch")
+           title="L-BFGS evaluates each batch many times; the iterator advances once per batch")
     ax.set_ylim(low / 4, max(max(batch) for batch in losses) * 3)
     fig.tight_layout()
     return fig

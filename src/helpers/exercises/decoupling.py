@@ -180,7 +180,8 @@ def check_gradient_check(gradient_check: Callable) -> None:
                        "compile your loss-and-gradient function")
     expect(traces == 1,
            f"your compiled function was traced {traces} times for batches of {sizes} molecules: give it an "
-           "input signature whose batch and atom dimensions are None, so that one trace serves every batch")
+           "input signature whose batch and atom dimensions are None, so that one trace serves every batch, "
+           "or you made a new compiled function per batch: make one, before the loop")
     expect(_close(_weights(theirs), start, rtol=0.0),
            "the weights are not exactly what they were before: save them first and assign the saved values back")
     for k, (got, want) in enumerate(zip(pairs, _gradient_check_reference(batches, ours, loss_fn, h))):
