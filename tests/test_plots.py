@@ -131,6 +131,8 @@ def test_snapshot_lag_draws_one_line_per_policy_and_the_sync_marks():
     ax = fig.axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
     assert labels[:3] == list(curves) and len(labels) == 3 + 3  # three curves, sync marks at 1, 11, 21
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == list(curves) + ["hard sync (every 10)"]  # one legend entry for all the marks
     assert ax.get_xlabel() == "training step"
     with pytest.raises(ValueError, match="at least one"):
         plots.snapshot_lag({})

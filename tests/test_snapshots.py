@@ -713,7 +713,7 @@ def test_soft_update_checker_catches_other_typical_mistakes():
     assert "did not change" in _hint(check_soft_update, returns_only)
     assert "changed the source" in _hint(check_soft_update, writes_source)
     assert "moved about 100%" in _hint(check_soft_update, hard_copy_only)
-    assert "should move 25%" in _hint(check_soft_update, first_layer_only)
+    assert "3 of 4 target variables did not move" in _hint(check_soft_update, first_layer_only)
 
 
 def test_remember_checker_accepts_the_notebooks_answer_and_other_complete_snapshots(capsys):
@@ -725,9 +725,15 @@ def test_remember_checker_accepts_the_notebooks_answer_and_other_complete_snapsh
         past = S.snapshot(model)
         return lambda: S.sync(past, model)
 
-    for fn in (answer(NOTEBOOK, "remember"), through_numpy, with_the_helpers):
+    def through_tensors(model):
+        saved = {id(v): tf.constant(v.numpy()) for v in model.variables}
+        return lambda: [v.assign(saved[id(v)]) for v in model.variables]
+
+    for fn in (answer(NOTEBOOK, "remember"), through_tensors):
         check_remember(fn)
         assert capsys.readouterr().out.startswith("Correct: restore() brings back all 8 state variables")
+    for fn in (through_numpy, with_the_helpers):  # they would work, but do the exercise for the learner
+        assert "without the snapshots helpers" in _hint(check_remember, fn)
 
 
 def test_remember_checker_says_the_stub_is_not_written_yet():
@@ -777,7 +783,16 @@ def test_remember_checker_catches_other_typical_mistakes():
         return lambda: None
 
     assert "the variables themselves" in _hint(check_remember, keeps_the_variables)
-    assert "a second restore()" in _hint(check_remember, swaps)
+    def works_once(model):  # a zip is an iterator: the first restore() uses it up
+        pairs = zip(model.variables, [tf.identity(v) for v in model.variables])
+
+        def restore():
+            for v, value in pairs:
+                v.assign(value)
+        return restore
+
+    assert "the first restore() worked, the second" in _hint(check_remember, swaps)
+    assert "does restore() use up or overwrite" in _hint(check_remember, works_once)
     assert "changed the model's state" in _hint(check_remember, changes_the_model)
     assert "did it freeze it" in _hint(check_remember, freezes)
     assert "should return a function restore()" in _hint(check_remember, lambda model: None)

@@ -348,7 +348,8 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None) -> Any:
     if every is not None:
         steps = max(len(c) for c in curves.values())
         for t in range(1, steps + 1, every):
-            ax.axvline(t, color="grey", linestyle=":", linewidth=0.8)
+            label = f"hard sync (every {every})" if t == 1 else "_nolegend_"
+            ax.axvline(t, color="grey", linestyle=":", linewidth=0.8, label=label)
     ax.set_xlabel("training step")
     ax.set_ylabel("‖current − past‖ (trainable weights)")
     ax.set_title("How far the past network lags behind the current one")

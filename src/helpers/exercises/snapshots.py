@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
@@ -51,6 +51,8 @@ def check_soft_update(soft_update: Callable) -> None:
     expect(not all(np.array_equal(a, b) for a, b in zip(dst0, dst1)),
            "the target variables did not change: write the new value into each target variable "
            "(variable.assign); computing or returning it is not enough")
+    still = sum(np.array_equal(a, b) for a, b in zip(dst0, dst1))
+    expect(still == 0, f"{still} of {len(targets)} target variables did not move: the update applies to every one")
     gap = np.concatenate([(s - t).ravel() for s, t in zip(src0, dst0)])
     moved = np.concatenate([(n - t).ravel() for n, t in zip(dst1, dst0)])
     fraction = float(np.sum(moved * gap) / np.sum(gap * gap))  # least-squares share of the gap covered
@@ -117,6 +119,10 @@ def _missed(remembered: dict[str, np.ndarray], model: keras.Model, when: str) ->
     if not missed:
         return
     total = len(remembered)
+    if len(missed) == total and when.startswith("After training again"):
+        raise CheckFailed(
+            f"the first restore() worked, the second left all {total} state variables where training had "
+            "moved them: does restore() use up or overwrite what remember() saved?")
     if len(missed) == total:
         raise CheckFailed(
             f"{when} restore() left all {total} state variables where training had moved them: did you "
@@ -130,10 +136,28 @@ def _missed(remembered: dict[str, np.ndarray], model: keras.Model, when: str) ->
                       f"moved them: {', '.join(missed)}.{hint}")
 
 
+_OFF_LIMITS = {"snapshot", "sync", "get_weights", "set_weights", "clone_model"}
+
+
+def _names_used(code: Any) -> set[str]:
+    """Global and attribute names a function's code refers to, nested functions and lambdas included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names_used(const)
+    return names
+
+
 def check_remember(remember: Callable) -> None:
     """``remember(model)`` must return a function ``restore()`` that puts back **all** of the
     model's state as it was when ``remember`` was called, however often the model trains and
-    ``restore()`` is called, and ``remember`` itself must change nothing."""
+    ``restore()`` is called, and ``remember`` itself must change nothing. It works on the variables
+    themselves: the ``snapshots`` helpers, ``get_weights``/``set_weights`` and ``clone_model`` are
+    off limits (they would do the exercise for the learner)."""
+    code = getattr(remember, "__code__", None)
+    used = sorted(_names_used(code) & _OFF_LIMITS) if code is not None else []
+    expect(not used, f"remember() uses {', '.join(used)}: this exercise asks you to work with the model's "
+           "variables themselves, without the snapshots helpers, get_weights/set_weights or clone_model")
     model, x, y = _batchnorm_network()
     _train(model, x, y)  # the moving statistics are no longer 0 and 1
     remembered = _state(model)
