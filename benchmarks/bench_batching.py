@@ -3,8 +3,15 @@
 * TF1 queue pipeline (``helpers.tf1.QueuePipeline``): range queue + strided slices, queue runner
   threads, one ``session.run(step)`` per batch. This is the baseline.
 * Python ``for`` over ``ptb_batches`` with a compiled step (``Checksum.run_python_loop``).
-* The loop inside one ``tf.function`` (``Checksum.run_in_graph``) over ``ptb_batches``: every window
-  cut up front, handed out by ``from_tensor_slices`` on one private thread.
+* The loop inside one ``tf.function`` (``Checksum.run_in_graph``, a ``While`` loop over
+  ``iter(dataset)``) over ``ptb_batches(..., prefetch=0)``: every window cut up front, handed out by
+  ``from_tensor_slices`` on one private thread. No prefetch buffer: a checksum step leaves nothing
+  for a buffer to overlap, and handing each batch across threads costs more than the step (the
+  prefetch table below; notebook 03's Cost says the same).
+* The same batches added up by ``dataset.reduce`` (``Checksum.run_as_reduction``), what a plain
+  ``for x, y in dataset`` in a ``tf.function`` compiles to: the step runs as a tf.data function on the
+  host, so it is no pattern for a model step on a GPU; it shows what the ``While`` loop's per-batch
+  iterator round trip costs.
 * For reference, the same in-graph loop over the piece-by-piece translation of the TF1 producer
   (``Dataset.range(epoch_size).map(window)``: a function call per batch) on the shared thread pool,
   which is where the time per batch went before ``ptb_batches`` cut the windows up front.
@@ -34,8 +41,9 @@ NUM_BATCHES = 2323  # per measurement: one real PTB epoch at the small config (~
 ROUNDS = 9
 TARGET = 2.0  # the in-graph tf.data loop reads at least this many times the TF1 batches per second
 
-TF1, LOOP, GRAPH, MAPPED = ("TF1 queue + session.run", "Python for + compiled step", "loop inside tf.function",
-                            "  same, map per batch")
+TF1, LOOP, GRAPH, MAPPED, REDUCE = ("TF1 queue + session.run", "Python for + compiled step",
+                                    "loop inside tf.function", "  same, map per batch",
+                                    "dataset.reduce (host side)")
 
 
 def mapped_batches(ids, batch_size: int, num_steps: int) -> tf.data.Dataset:
@@ -57,6 +65,7 @@ def main() -> None:
     ids, _ = batching.corpus_ids()
     layout = batching.ptb_layout(len(ids), BATCH_SIZE, NUM_STEPS)
     stream = batching.ptb_batches(ids, BATCH_SIZE, NUM_STEPS, repeat=True)
+    unbuffered = batching.ptb_batches(ids, BATCH_SIZE, NUM_STEPS, repeat=True, prefetch=0)
     mapped = mapped_batches(ids, BATCH_SIZE, NUM_STEPS)
     counter = batching.Checksum()
     print(measure.header(f"bench_batching: PTB producer, {layout.n_tokens}-token corpus, {BATCH_SIZE} streams x "
@@ -66,8 +75,9 @@ def main() -> None:
         runs = {
             TF1: lambda: pipe.run_steps(NUM_BATCHES),
             LOOP: lambda: counter.run_python_loop(stream, NUM_BATCHES),
-            GRAPH: lambda: counter.run_in_graph(stream, NUM_BATCHES),
+            GRAPH: lambda: counter.run_in_graph(unbuffered, NUM_BATCHES),
             MAPPED: lambda: counter.run_in_graph(mapped, NUM_BATCHES),
+            REDUCE: lambda: counter.run_as_reduction(unbuffered, NUM_BATCHES),
         }
         totals = {name: run() for name, run in runs.items()}  # also the warm-up of each method
         seconds = measure.interleaved(runs, rounds=ROUNDS, warmup=0)
@@ -83,6 +93,8 @@ def main() -> None:
     start_costs(ids, stream, counter)
     print(measure.target_line("in-graph tf.data loop, batches/s vs the TF1 queue", per_batch[TF1] / per_batch[GRAPH],
                               TARGET, at_most=False))
+    print(f"for reference, the host-side reduction vs the TF1 queue: {per_batch[TF1] / per_batch[REDUCE]:.2f}x "
+          f"(the step then runs inside tf.data, on the CPU)")
 
 
 def prefetch_table(ids, counter: batching.Checksum) -> None:

@@ -277,7 +277,7 @@ def test_queue_pipeline_bad_timeout_is_refused_before_building_anything():
 # --------------------------------------------------------------------------- cost helpers
 
 
-def test_three_ways_agree_on_the_checksum_and_compile_once():
+def test_four_ways_agree_on_the_checksum_and_compile_once():
     ids = np.random.default_rng(3).integers(0, 500, size=300)
     count = 25  # more than one epoch (epoch_size 6)
     expected = sum(int(x.sum()) + 2 * int(y.sum()) for x, y in numpy_batches(ids, 5, 9, count))
@@ -287,6 +287,7 @@ def test_three_ways_agree_on_the_checksum_and_compile_once():
     ds = batching.ptb_batches(ids, 5, 9, repeat=True)
     assert counter.run_python_loop(ds, count) == expected
     assert counter.run_in_graph(ds, count) == expected
+    assert counter.run_as_reduction(ds, count) == expected
     # other batch shapes and another dataset with the same element spec: no new trace
     counter.run_python_loop(batching.ptb_batches(ids, 3, 4, repeat=True), 3)
     counter.run_in_graph(batching.ptb_batches(ids[::-1].copy(), 5, 9, repeat=True), 3)
@@ -302,7 +303,7 @@ def test_three_ways_agree_on_the_checksum_and_compile_once():
 def test_checksum_refuses_bad_datasets_before_touching_its_total(dataset, error, match):
     counter = batching.Checksum()
     counter.total.assign(7)
-    for run in (counter.run_python_loop, counter.run_in_graph):
+    for run in (counter.run_python_loop, counter.run_in_graph, counter.run_as_reduction):
         with pytest.raises(error, match=match):
             run(dataset, 3)
         with pytest.raises(ValueError, match="num_batches"):
