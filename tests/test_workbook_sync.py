@@ -22,14 +22,15 @@ def test_badges_colab_cells_and_readme_are_in_sync():
     assert sync_workbook.out_of_sync() == [], "run `make sync`"
 
 
-def test_every_notebook_badge_points_at_the_repository_in_pyproject():
+def test_every_notebook_badge_opens_the_notebook_at_this_versions_tag():
     url = PYPROJECT["urls"]["Repository"]
     owner_repo = url.removeprefix("https://github.com/")
     readme = (ROOT / "README.md").read_text()
     notebooks = sync_workbook.notebook_paths()
     assert notebooks, "no notebooks found"
     for path in notebooks:
-        link = f"https://colab.research.google.com/github/{owner_repo}/blob/main/notebooks/{path.name}"
+        tag = f"v{PYPROJECT['version']}"
+        link = f"https://colab.research.google.com/github/{owner_repo}/blob/{tag}/notebooks/{path.name}"
         assert link in path.read_text(), path.name
         assert link in readme, path.name
 

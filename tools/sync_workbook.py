@@ -50,8 +50,10 @@ def release_tag() -> str:
 
 
 def colab_link(notebook: Path) -> str:
+    """Colab's address for ``notebook`` at this version's tag: the notebook and the helpers its
+    install cell fetches come from one release."""
     github_path = repository_url().removeprefix("https://github.com/")
-    return f"https://colab.research.google.com/github/{github_path}/blob/main/notebooks/{notebook.name}"
+    return f"https://colab.research.google.com/github/{github_path}/blob/{release_tag()}/notebooks/{notebook.name}"
 
 
 def badge(notebook: Path) -> str:
