@@ -327,18 +327,28 @@ def test_make_student_gives_the_cells_nbgrader_releases(course, name):
         assert release.cells[e.check].metadata.get("editable") is False, f"{name}: {e.grade_id} is editable"
 
 
+def _assert_every_exercise_scores_zero_with_its_hint(course, student: str, name: str, label: str) -> dict[str, str]:
+    """Zero points on each exercise, a one-line hint on the feedback page equal to the graded
+    notebook's, and no failure outside the checker cells. Returns each exercise's hint by grade id."""
+    found = exercises(nbformat.read(NOTEBOOKS[name], as_version=4))
+    assert _scores(course, student, name) == {e.grade_id: (0.0, float(e.points)) for e in found}
+    errors = _errors(course.autograded(student, name))
+    hints = {}
+    for e in found:
+        where = f"{name} {e.grade_id} ({label})"
+        lines = _feedback_lines(course, student, name, e.grade_id)
+        _assert_one_line_hint(lines, where)
+        assert errors.get(e.check) == lines, f"{where}: the feedback page differs from the graded notebook"
+        hints[e.grade_id] = lines[0]
+    _assert_only_checkers_failed(name, errors, found)
+    return hints
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_the_untouched_release_scores_zero_and_stops_only_at_its_checkers(course, name):
-    found = exercises(nbformat.read(NOTEBOOKS[name], as_version=4))
-    assert _scores(course, UNTOUCHED, name) == {e.grade_id: (0.0, float(e.points)) for e in found}
-    errors = _errors(course.autograded(UNTOUCHED, name))
-    for e in found:
-        where = f"{name} {e.grade_id} (untouched release)"
-        lines = _feedback_lines(course, UNTOUCHED, name, e.grade_id)
-        _assert_one_line_hint(lines, where)
-        assert NOT_WRITTEN in lines[0], f"{where}: {lines[0]}"
-        assert errors.get(e.check) == lines, f"{where}: the feedback page differs from the graded notebook"
-    _assert_only_checkers_failed(name, errors, found)
+    hints = _assert_every_exercise_scores_zero_with_its_hint(course, UNTOUCHED, name, "untouched release")
+    for grade_id, hint in hints.items():
+        assert NOT_WRITTEN in hint, f"{name} {grade_id} (untouched release): {hint}"
 
 
 @pytest.mark.parametrize("name", FULLY_GRADED)
@@ -350,16 +360,10 @@ def test_the_reference_notebook_scores_full_points(course, name):
 
 @pytest.mark.parametrize("name", FULLY_GRADED)
 def test_a_wrong_answer_that_patches_its_checker_scores_zero_with_a_one_line_hint(course, name):
-    found = exercises(nbformat.read(NOTEBOOKS[name], as_version=4))
-    assert _scores(course, WRONG, name) == {e.grade_id: (0.0, float(e.points)) for e in found}
-    errors = _errors(course.autograded(WRONG, name))
-    for e in found:
-        where = f"{name} {e.grade_id} (answer `return None` + checker patched)"
-        lines = _feedback_lines(course, WRONG, name, e.grade_id)
-        _assert_one_line_hint(lines, where)
-        assert NOT_WRITTEN not in lines[0], f"{where}: a written answer got the 'not written yet' hint"
-        assert errors.get(e.check) == lines, f"{where}: the feedback page differs from the graded notebook"
-    _assert_only_checkers_failed(name, errors, found)
+    label = "answer `return None` + checker patched"
+    hints = _assert_every_exercise_scores_zero_with_its_hint(course, WRONG, name, label)
+    for grade_id, hint in hints.items():
+        assert NOT_WRITTEN not in hint, f"{name} {grade_id} ({label}): a written answer got the 'not written yet' hint"
 
 
 def test_a_submission_without_nbgrader_metadata_scores_zero_and_needs_manual_grading(course):
