@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import tensorflow as tf
 import keras
 
-from helpers import plumbing
+from helpers import plumbing, workers
 from helpers.gradient_accumulator import GradientAccumulator
 from helpers.arguments import require_int
 from helpers.progress import Progress
@@ -324,6 +324,7 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
     batches = [_batch(b, f"micro_batches[{i}]") for i, b in enumerate(micro_batches)]
     if not batches:
         raise ValueError("micro_batches is empty: pass at least one (x, y) micro-batch")
+    workers.require_same_batch(strategy, batches[0], "micro_batches")
     loop = _loop(model, loss_fn, strategy)
     with strategy.scope(), loop.emptied_on_error():
         scale = _scale(optimizer)
@@ -382,9 +383,10 @@ def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer,
         total = None  # an iterable of unknown length: the progress bar counts without a total
     bar = Progress(total, verbose=verbose, label="update")
     with strategy.scope(), loop.emptied_on_error():
+        batch = _batch(first[1], f"dataset element {first[0]}")
+        workers.require_same_batch(strategy, batch, "dataset")  # several workers: all read the same batches
         if not optimizer.built:
             optimizer.build(loop.variables)  # eagerly: Keras creates its variables here
-        batch = _batch(first[1], f"dataset element {first[0]}")
         _traced(loop.micro_step(batch), loop.update(optimizer, batch))
         window: list[int] = []  # examples per micro-batch of the current window
         for index, element, last_of_epoch in itertools.chain([first], stream):
