@@ -32,6 +32,7 @@ import json
 import math
 import numbers
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -59,6 +60,7 @@ _TAIL_LINES = 25  # lines of a failed worker's log shown in the error
 _EXIT_GRACE = 10.0  # seconds a worker may take to exit after writing its result (TF may hang at exit)
 _BIND_ERRORS = ("Address already in use", "Failed to add port", "Could not start gRPC server",
                 "Unable to bind", "bind failed")
+_NATIVE_NOTE = re.compile(r"^[IW]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")  # absl INFO/WARNING lines of the C++ runtime
 _BOOT = "import sys; from helpers.workers import _worker_main; _worker_main(sys.argv[1])"
 
 
@@ -357,10 +359,12 @@ def _list(indices: list[int]) -> str:
 
 
 def _tail(log: Path) -> str:
+    """A worker's last lines of output, without TensorFlow's start-up notes (``I0000 00:00:... port.cc:153]``)."""
     try:
         lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return "(no output)"
+    lines = [line for line in lines if not _NATIVE_NOTE.match(line)]
     return "\n".join(lines[-_TAIL_LINES:]) or "(no output)"
 
 
