@@ -182,8 +182,15 @@ def test_an_interrupted_launcher_leaves_no_worker_behind(tmp_path):
     assert len(pids) == 4 and _all_ended(pids)
 
 
+def _port_always_taken() -> str:
+    raise RuntimeError("UnknownError: Could not start gRPC server")  # what TensorFlow says when a port is taken
+
+
 def test_a_port_taken_before_tensorflow_binds_it_is_retried_once(tmp_path):
     assert run_workers(_port_taken_once, 2, args=(str(tmp_path / "marker"),), timeout=120) == ["ok", "ok"]
+    with pytest.raises(WorkerError, match="could not bind its port twice in a row") as caught:
+        run_workers(_port_always_taken, 1, timeout=120)
+    assert "Could not start gRPC server" in caught.value.log_tail
 
 
 def test_bad_arguments_are_refused_before_any_process_starts(monkeypatch):

@@ -87,7 +87,7 @@ def this_worker() -> tuple[int, int]:
     """``(index, count)`` of the worker running this code, from ``TF_CONFIG``; ``(0, 1)`` outside a
     cluster (no ``TF_CONFIG``).
 
-    >>> this_worker() if "TF_CONFIG" not in os.environ else (0, 1)
+    >>> this_worker()  # here, outside a cluster
     (0, 1)
     """
     raw = os.environ.get("TF_CONFIG")
@@ -219,18 +219,24 @@ def run_workers(fn: Callable[..., Any] | str, workers: int = 2, *, args: Sequenc
         call = json.dumps({"target": target, "args": list(args), "kwargs": kwargs})
     except (TypeError, ValueError) as error:
         raise TypeError(f"args and kwargs must be JSON (numbers, strings, lists, dicts): {error}") from None
-    for attempt in (1, 2):
-        try:
-            return _launch(call, workers, float(timeout), env)
-        except _PortTaken:
-            if attempt == 2:
-                raise WorkerError("TensorFlow could not bind the chosen ports twice in a row: another program "
-                                  "keeps taking free ports on 127.0.0.1", 0, None, "") from None
-    raise AssertionError("unreachable")
+    try:
+        return _launch(call, workers, float(timeout), env)
+    except _PortTaken:
+        pass  # taken between choosing it and TensorFlow binding it: once more, with new ports
+    try:
+        return _launch(call, workers, float(timeout), env)
+    except _PortTaken as taken:
+        raise WorkerError(f"worker {taken.worker} could not bind its port twice in a row (another program takes "
+                          f"free ports on this machine). Its last lines:\n{taken.tail}", taken.worker, 1,
+                          taken.tail) from None
 
 
 class _PortTaken(Exception):
     """A worker could not bind its port (taken between choosing it and TensorFlow binding it)."""
+
+    def __init__(self, worker: int, tail: str):
+        super().__init__(worker)
+        self.worker, self.tail = worker, tail
 
 
 def _target(fn: Any) -> dict[str, str]:
@@ -331,7 +337,7 @@ def _wait(processes: list[subprocess.Popen], results: list[Path], logs: list[Pat
                 _kill(processes)  # the others would wait for this one's collectives
                 tail = _tail(logs[i])
                 if any(marker in tail for marker in _BIND_ERRORS):
-                    raise _PortTaken()
+                    raise _PortTaken(i, tail)
                 others = [j for j, c in enumerate(codes) if c is None and j != i]
                 killed = f"; worker{'s' if len(others) > 1 else ''} {_list(others)} killed" if others else ""
                 raise WorkerError(f"worker {i} of {len(processes)} failed (exit code {code}){killed}. "
