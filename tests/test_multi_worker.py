@@ -426,7 +426,8 @@ def _accumulation_worker() -> dict:
         acc.train_accumulated(model, opt, mse, tf.data.Dataset.from_tensor_slices((x, y)).batch(8).shard(count, index),
                               2, verbose=False)
     except ValueError as error:
-        out["sharded"] = {"error": str(error), "unchanged": all((a == b).all() for a, b in zip(before, model.get_weights()))}
+        unchanged = all((a == b).all() for a, b in zip(before, model.get_weights()))
+        out["sharded"] = {"error": str(error), "unchanged": unchanged}
     return out
 
 
@@ -500,8 +501,8 @@ def _validation_worker() -> dict:
 
     def make():
         keras.utils.set_random_seed(0)
-        return keras.Sequential([keras.Input((val.FEATURES,)),
-                                 keras.layers.Dense(8, activation="tanh", kernel_regularizer="l2"), keras.layers.Dense(1)])
+        return keras.Sequential([keras.Input((val.FEATURES,)), keras.layers.Dense(8, "tanh", kernel_regularizer="l2"),
+                                 keras.layers.Dense(1)])
 
     train = val.generated_dataset(None, 8, seed=0, with_ids=True)
     val_ds = val.generated_dataset(5, 8, seed=1, with_ids=True)  # 89 examples: 11 batches of 8, then 1
@@ -562,4 +563,5 @@ def test_every_validation_example_is_evaluated_once_across_two_workers_in_order_
 
 def test_a_validation_set_sharded_per_worker_is_refused(validation_results):
     for results in validation_results:
-        assert results["sharded"].startswith("dataset differs between workers (worker 1's first batch is not worker 0's)")
+        assert results["sharded"].startswith(
+            "dataset differs between workers (worker 1's first batch is not worker 0's)")

@@ -577,7 +577,8 @@ def test_multi_worker_fit_builtin_accumulation_sharding_sigterm_and_collective_t
         "it gave: " + first["fit"][:200])
     assert first["builtin"].startswith("RuntimeError") and "merge_call" in first["builtin"], lesson(
         MULTI, "Beyond one machine", "Keras' gradient_accumulation_steps fails in a custom step under "
-        "MultiWorkerMirroredStrategy ('merge_call called while defining a new graph'); it gave: " + first["builtin"][:200])
+        "MultiWorkerMirroredStrategy ('merge_call called while defining a new graph'); it gave: "
+        + first["builtin"][:200])
     assert (first["shards"]["AUTO"], second["shards"]["AUTO"]) == ([[0, 1], [4, 5]], [[2, 3], [6, 7]]), lesson(
         MULTI_DOCS, "Data", "experimental_distribute_dataset with AUTO sharding gives each worker its part of every "
         f"global batch of in-memory data (got {first['shards']['AUTO']}, {second['shards']['AUTO']})")

@@ -133,11 +133,13 @@ class GradientAccumulator:
     def result(self) -> list[tf.Tensor | None]:
         """The weighted mean of the gradients added since the last reset (zeros if none were);
         ``None`` for a variable that never received a gradient."""
-        total, *sums = _replica_sums([self._total] + [s for s, seen in zip(self._sums, self._received) if seen])
+        seen = self._received
+        total, *sums = _replica_sums([self._total] + [s for s, received in zip(self._sums, seen) if received])
         safe, sums = tf.where(total > 0, total, tf.ones_like(total)), iter(sums)
-        return [tf.cast(next(sums) / safe, v.dtype) if seen else None for v, seen in zip(self.variables, self._received)]
+        return [tf.cast(next(sums) / safe, v.dtype) if received else None for v, received in zip(self.variables, seen)]
 
-    def gradients_for(self, optimizer: Any, extra: Sequence[Any] = ()) -> tuple[list[tf.Tensor | None], list[tf.Tensor]]:
+    def gradients_for(self, optimizer: Any,
+                      extra: Sequence[Any] = ()) -> tuple[list[tf.Tensor | None], list[tf.Tensor]]:
         """The gradients to hand ``optimizer.apply_gradients`` for the weighted mean, and the float32
         numbers ``extra`` summed over replicas (such as a window's loss).
 

@@ -243,7 +243,8 @@ def _target(fn: Any) -> dict[str, str]:
     if isinstance(fn, str):
         module, _, name = fn.partition(":")
         if not module or not name or not all(part.isidentifier() for part in (module.split(".") + name.split("."))):
-            raise ValueError(f"fn as a string must be 'module:function' (such as 'helpers.workers:this_worker'), got {fn!r}")
+            raise ValueError(f"fn as a string must be 'module:function' (such as "
+                             f"'helpers.workers:this_worker'), got {fn!r}")
         return {"module": module, "name": name}
     if not callable(fn) or isinstance(fn, type):
         raise TypeError(f"fn must be a function or 'module:function', got {type(fn).__name__}")
