@@ -497,3 +497,97 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
     assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
         NB05, "Proof, claim (4)", "model.trainable = False does not stop a default GradientTape from computing "
         "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")
+
+
+# --------------------------------------------------------------------------- several workers (issue 23)
+# One cluster of two local workers (helpers.workers.run_workers) checks every fact at once; the
+# facts are taught in notebook 02's "Beyond one machine" and in docs/multi-worker.md.
+
+MULTI = "notebooks/02_gradient_accumulation.ipynb"
+MULTI_DOCS = "docs/multi-worker.md"
+
+
+def _multi_worker_facts(marker: str) -> dict:
+    """Runs on each of two workers: what Keras and TensorFlow do under MultiWorkerMirroredStrategy."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()  # before any other TensorFlow op
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    import keras
+    import numpy as np
+
+    from helpers.workers import this_worker
+
+    def failure(call) -> str:
+        try:
+            call()
+            return "ran"
+        except Exception as error:  # noqa: BLE001 - the type and the message are the facts
+            return f"{type(error).__name__}: {error}"
+
+    x, y = np.ones((16, 3), "float32"), np.zeros((16, 1), "float32")
+    facts = {}
+    with strategy.scope():
+        fitted = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        fitted.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    facts["fit"] = failure(lambda: fitted.fit(x, y, batch_size=8, epochs=1, verbose=0))
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        builtin = keras.optimizers.SGD(0.1, gradient_accumulation_steps=2)
+        builtin.build(model.trainable_variables)
+
+    def replica_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(yb - model(xb, training=True)))
+        builtin.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+
+    step = tf.function(lambda xb, yb: strategy.run(replica_step, args=(xb, yb)))
+    facts["builtin"] = failure(lambda: step(tf.constant(x[:8]), tf.constant(y[:8])))
+    facts["shards"] = {}
+    for policy in ("AUTO", "OFF"):
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = getattr(tf.data.experimental.AutoShardPolicy, policy)
+        batches = strategy.experimental_distribute_dataset(tf.data.Dataset.range(8).batch(4).with_options(options))
+        facts["shards"][policy] = [strategy.experimental_local_results(b)[0].numpy().tolist() for b in batches]
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(1.0)
+    facts["sigterm"] = "still running"
+    if this_worker()[0] == 1:  # stalls: no collective until worker 0 has given up on it
+        deadline = time.monotonic() + 300
+        while not Path(marker).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    else:
+        options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=5)
+        facts["stalled_peer"] = failure(lambda: strategy.run(
+            lambda: tf.distribute.get_replica_context().all_reduce("SUM", tf.ones([]), options=options)))
+        Path(marker).write_text("done")
+    return facts
+
+
+def test_multi_worker_fit_builtin_accumulation_sharding_sigterm_and_collective_time_out(tmp_path):
+    from helpers.workers import run_workers
+
+    first, second = run_workers(_multi_worker_facts, 2, args=(str(tmp_path / "gave_up"),), timeout=600)
+    assert first["fit"].startswith("ValueError: Attempt to convert a value (PerReplica"), lesson(
+        MULTI, "Beyond one machine", "model.fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585); "
+        "it gave: " + first["fit"][:200])
+    assert first["builtin"].startswith("RuntimeError") and "merge_call" in first["builtin"], lesson(
+        MULTI, "Beyond one machine", "Keras' gradient_accumulation_steps fails in a custom step under "
+        "MultiWorkerMirroredStrategy ('merge_call called while defining a new graph'); it gave: "
+        + first["builtin"][:200])
+    assert (first["shards"]["AUTO"], second["shards"]["AUTO"]) == ([[0, 1], [4, 5]], [[2, 3], [6, 7]]), lesson(
+        MULTI_DOCS, "Data", "experimental_distribute_dataset with AUTO sharding gives each worker its part of every "
+        f"global batch of in-memory data (got {first['shards']['AUTO']}, {second['shards']['AUTO']})")
+    assert first["shards"]["OFF"] == second["shards"]["OFF"] == [[0, 1], [2, 3], [4, 5], [6, 7]], lesson(
+        MULTI_DOCS, "Data", "with AutoShardPolicy.OFF every worker reads all the data (each example twice in the "
+        f"cluster; got {first['shards']['OFF']})")
+    assert first["sigterm"] == second["sigterm"] == "still running", lesson(
+        MULTI_DOCS, "A worker that dies or stalls", "a worker with a MultiWorkerMirroredStrategy survives SIGTERM, "
+        "so helpers.workers ends workers with SIGKILL (SIGTERM would do now)")
+    assert first["stalled_peer"].startswith("DeadlineExceededError"), lesson(
+        MULTI_DOCS, "A worker that dies or stalls", "an all-reduce with CommunicationOptions(timeout_seconds=5) "
+        "whose peer stalls raises DeadlineExceededError; it gave: " + first["stalled_peer"][:200])

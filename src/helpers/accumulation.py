@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import tensorflow as tf
 import keras
 
-from helpers import plumbing
+from helpers import plumbing, workers
 from helpers.gradient_accumulator import GradientAccumulator
 from helpers.arguments import require_int
 from helpers.progress import Progress
@@ -84,6 +84,8 @@ class _Loop:
         self.replicas = strategy.num_replicas_in_sync
         with strategy.scope():
             self.accumulator = GradientAccumulator(self.variables)
+            self.window_loss = tf.Variable(0.0, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
+                                           aggregation=tf.VariableAggregation.SUM)  # this replica's loss x examples
         self._steps: dict = {}  # batch signature -> compiled micro-step
         self._updates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> {signature: fn}
 
@@ -96,18 +98,28 @@ class _Loop:
         try:
             yield
         except BaseException:
-            self.accumulator.reset()
+            self.reset()
             raise
 
+    def reset(self) -> None:
+        self.accumulator.reset()
+        self._reset_loss()
+
+    @tf.function(input_signature=[])
+    def _reset_loss(self):
+        self.window_loss.assign(0.0)
+
     def micro_step(self, batch: tuple) -> Callable:
-        """Compiled ``(batch, scale) -> (sum of loss x examples, examples)`` that adds to the accumulator."""
+        """Compiled ``(batch, scale) -> None`` that adds to the accumulator and to the window's loss
+        (no collective op: each replica keeps its own share until the update)."""
         signature = plumbing.relaxed_signature(batch)
         if signature not in self._steps:
             self._steps[signature] = tf.function(self._micro, input_signature=[signature, _SCALAR])
         return self._steps[signature]
 
     def update(self, optimizer, batch: tuple | None) -> Callable:
-        """Compiled update: ``()`` applies the window; with a batch, ``(batch, scale)`` adds it first."""
+        """Compiled update: ``()`` applies the window; with a batch, ``(batch, scale)`` adds it first.
+        Either returns the window's sum of loss x examples over every replica."""
         per_optimizer = self._updates.setdefault(optimizer, {})
         signature = None if batch is None else plumbing.relaxed_signature(batch)
         if signature not in per_optimizer:
@@ -121,10 +133,9 @@ class _Loop:
 
     def _micro(self, batch, scale):
         if self.replicas == 1:
-            return self._replica_micro(batch, scale)
-        loss_sum, n = self.strategy.run(self._replica_micro, args=(batch, scale))
-        reduce = lambda t: self.strategy.reduce(tf.distribute.ReduceOp.SUM, t, axis=None)  # noqa: E731
-        return reduce(loss_sum), reduce(n)
+            self._replica_micro(batch, scale)
+        else:
+            self.strategy.run(self._replica_micro, args=(batch, scale))
 
     def _replica_micro(self, batch, scale):
         if self.replicas > 1:  # this replica's contiguous share of the micro-batch, maybe empty
@@ -158,7 +169,7 @@ class _Loop:
             loss, weight = out[0], out[1]
             grads = [None if i in missing else g for i, g in enumerate(out[2:])]
         self.accumulator.add(grads, weight)
-        return tf.math.multiply_no_nan(tf.cast(loss, tf.float32), tf.cast(n, tf.float32)), n
+        self.window_loss.assign_add(tf.math.multiply_no_nan(tf.cast(loss, tf.float32), tf.cast(n, tf.float32)))
 
     def _loss_and_weight(self, x, y, sample_weight):
         """The loss Keras' ``fit`` minimises for this batch, and the batch's weight in the mean."""
@@ -184,20 +195,22 @@ class _Loop:
         return float(self.replicas) if values.shape.rank else 1.0
 
     def _apply(self, optimizer):
-        self.strategy.run(self._replica_apply, args=(optimizer,)) if self.replicas > 1 else self._replica_apply(optimizer)
+        if self.replicas == 1:
+            return self._replica_apply(optimizer)
+        window_loss = self.strategy.run(self._replica_apply, args=(optimizer,))
+        return self.strategy.experimental_local_results(window_loss)[0]  # the same on every replica
 
     def _replica_apply(self, optimizer):
-        grads = self.accumulator.result()
-        if self.replicas > 1:  # Keras sums over replicas: replica 0 brings the window's mean, the others zeros
-            first = tf.equal(tf.distribute.get_replica_context().replica_id_in_sync_group, 0)
-            grads = [None if g is None else tf.math.multiply_no_nan(g, tf.cast(first, g.dtype)) for g in grads]
+        """Apply the window's mean gradient and reset; returns the window's loss x examples, all replicas."""
+        grads, (window_loss,) = self.accumulator.gradients_for(optimizer, [self.window_loss.read_value()])
         optimizer.apply_gradients(zip(grads, self.variables))
         self.accumulator.reset()
+        self.window_loss.assign(0.0)
+        return window_loss
 
     def _micro_and_apply(self, optimizer, batch, scale):
-        result = self._micro(batch, scale)
-        self._apply(optimizer)
-        return result
+        self._micro(batch, scale)
+        return self._apply(optimizer)
 
 
 _SCALAR = tf.TensorSpec([], tf.float32)
@@ -311,6 +324,7 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
     batches = [_batch(b, f"micro_batches[{i}]") for i, b in enumerate(micro_batches)]
     if not batches:
         raise ValueError("micro_batches is empty: pass at least one (x, y) micro-batch")
+    workers.require_same_batch(strategy, batches[0], "micro_batches")
     loop = _loop(model, loss_fn, strategy)
     with strategy.scope(), loop.emptied_on_error():
         scale = _scale(optimizer)
@@ -319,7 +333,7 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
         for fn, b in zip(steps, batches):
             fn(b, scale)
         grads = loop.accumulator.result()
-        loop.accumulator.reset()
+        loop.reset()
     return grads
 
 
@@ -369,22 +383,23 @@ def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer,
         total = None  # an iterable of unknown length: the progress bar counts without a total
     bar = Progress(total, verbose=verbose, label="update")
     with strategy.scope(), loop.emptied_on_error():
+        batch = _batch(first[1], f"dataset element {first[0]}")
+        workers.require_same_batch(strategy, batch, "dataset")  # several workers: all read the same batches
         if not optimizer.built:
             optimizer.build(loop.variables)  # eagerly: Keras creates its variables here
-        batch = _batch(first[1], f"dataset element {first[0]}")
         _traced(loop.micro_step(batch), loop.update(optimizer, batch))
-        window: list[tuple[tf.Tensor, int]] = []
+        window: list[int] = []  # examples per micro-batch of the current window
         for index, element, last_of_epoch in itertools.chain([first], stream):
             batch = _batch(element, f"dataset element {index}")
             full = len(window) + 1 == accumulation_steps
             fn = loop.update(optimizer, batch) if full else loop.micro_step(batch)
-            loss_sum, _ = fn(batch, _scale(optimizer))
-            window.append((loss_sum, plumbing.count_examples(batch[0])))
+            window_loss = fn(batch, _scale(optimizer))
+            window.append(plumbing.count_examples(batch[0]))
             if full or last_of_epoch:
                 if not full:
-                    loop.update(optimizer, None)()
-                examples = sum(n for _, n in window)  # losses read once per update: no sync per micro-batch
-                history["loss"].append(sum(float(s) for s, _ in window) / examples)
+                    window_loss = loop.update(optimizer, None)()
+                examples = sum(window)  # the loss is read once per update: no sync per micro-batch
+                history["loss"].append(float(window_loss) / examples)
                 history["examples"].append(examples)
                 history["updates"] += 1
                 history["partial_updates"] += int(not full)

@@ -35,11 +35,13 @@ class GradientAccumulator:
     ``LossScaleOptimizer``) and pass ``result()`` to ``optimizer.apply_gradients``, which unscales
     once, skips a non-finite window and lowers the scale. Sums are float32 whatever the variable.
 
-    Under ``tf.distribute.MirroredStrategy``: create it in ``strategy.scope()``; call ``add`` inside
-    ``strategy.run`` with the replica's own example count (an empty shard adds 0); ``result()`` is
-    the weighted mean over every replica in either context. A Keras optimizer applies in a replica
-    context and sums over replicas, so replica 0 passes ``result()`` and the others zeros. Use a
-    plain mean as the loss: Keras loss objects divide by the replica count there (for ``fit``)::
+    Under ``tf.distribute.MirroredStrategy`` or ``MultiWorkerMirroredStrategy``: create it in
+    ``strategy.scope()``; call ``add`` inside ``strategy.run`` with the replica's own example count
+    (an empty shard adds 0; no collective op); ``result()`` is the weighted mean over every
+    replica in either context. A Keras optimizer applies in a replica context and sums what the
+    replicas give it: :meth:`gradients_for` says what each gives, with one all-reduce per update
+    (two for a clipping or loss-scaling optimizer). Use a plain mean as the loss: Keras loss
+    objects divide by the replica count there (for ``fit``)::
 
         def replica_step(x, y):                              # strategy.run(replica_step, args=batch)
             with tf.GradientTape() as tape:
@@ -47,8 +49,7 @@ class GradientAccumulator:
             accumulator.add(tape.gradient(loss, model.trainable_variables), tf.shape(x)[0])
 
         def replica_apply():                                 # strategy.run(replica_apply)
-            first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
-            grads = [g * tf.cast(first, g.dtype) for g in accumulator.result()]
+            grads, _ = accumulator.gradients_for(optimizer)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
             accumulator.reset()
 
@@ -95,7 +96,7 @@ class GradientAccumulator:
     @property
     def total_weight(self) -> tf.Tensor:
         """Sum of the weights added since the last reset (over all replicas)."""
-        return _replica_sum(self._total)
+        return _replica_sums([self._total])[0]
 
     def add(self, gradients: Sequence[tf.Tensor | None], weight: Any = 1.0) -> None:
         """Add ``weight * gradients`` (one gradient per variable, in order; ``None`` counts as zero).
@@ -132,10 +133,45 @@ class GradientAccumulator:
     def result(self) -> list[tf.Tensor | None]:
         """The weighted mean of the gradients added since the last reset (zeros if none were);
         ``None`` for a variable that never received a gradient."""
-        total = _replica_sum(self._total)
-        safe = tf.where(total > 0, total, tf.ones_like(total))
-        return [tf.cast(_replica_sum(s) / safe, v.dtype) if seen else None
-                for s, v, seen in zip(self._sums, self.variables, self._received)]
+        seen = self._received
+        total, *sums = _replica_sums([self._total] + [s for s, received in zip(self._sums, seen) if received])
+        safe, sums = tf.where(total > 0, total, tf.ones_like(total)), iter(sums)
+        return [tf.cast(next(sums) / safe, v.dtype) if received else None for v, received in zip(self.variables, seen)]
+
+    def gradients_for(self, optimizer: Any,
+                      extra: Sequence[Any] = ()) -> tuple[list[tf.Tensor | None], list[tf.Tensor]]:
+        """The gradients to hand ``optimizer.apply_gradients`` for the weighted mean, and the float32
+        numbers ``extra`` summed over replicas (such as a window's loss).
+
+        Without a strategy: :meth:`result` and ``extra``. Inside ``strategy.run`` with several
+        replicas, ``apply_gradients`` sums what the replicas hand it in one all-reduce: each hands
+        its own sums divided by the total weight, which goes through an all-reduce of a few numbers
+        with ``extra``. Keras clips gradients (``clipnorm``, ``clipvalue``, ``global_clipnorm``), and a
+        ``LossScaleOptimizer`` checks their finiteness, on each replica *before* that sum: for
+        those, the sums go through one more all-reduce, replica 0 hands the whole mean and the others
+        ``mean * 0`` (NaN if the mean is not finite, so that every worker skips the window alike).
+        """
+        context = tf.distribute.get_replica_context()
+        extra = [tf.cast(e, tf.float32) for e in extra]
+        if context is None or context.num_replicas_in_sync == 1:
+            if context is None and tf.distribute.get_strategy().num_replicas_in_sync > 1:
+                raise RuntimeError("gradients_for() needs a replica context: call it inside strategy.run")
+            return self.result(), extra
+        present = [i for i, seen in enumerate(self._received) if seen]
+        whole = isinstance(optimizer, keras.optimizers.LossScaleOptimizer) or any(
+            getattr(optimizer, name, None) is not None for name in ("clipnorm", "clipvalue", "global_clipnorm"))
+        sums = [self._sums[i].read_value() for i in present]
+        numbers = tf.stack([self._total.read_value()] + extra)
+        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, (sums if whole else []) + [numbers])
+        total, *extra = tf.unstack(reduced[-1])
+        total = tf.where(total > 0, total, tf.ones_like(total))
+        if whole:
+            first = tf.cast(tf.equal(context.replica_id_in_sync_group, 0), tf.float32)
+            sums = [s / total * first for s in reduced[:-1]]
+        else:
+            sums = [s / total for s in sums]
+        share = dict(zip(present, sums))
+        return [tf.cast(share[i], v.dtype) if i in share else None for i, v in enumerate(self.variables)], extra
 
     def reset(self) -> None:
         """Set the sums, the total weight and the count back to zero."""
@@ -169,11 +205,14 @@ def _name(variable) -> str:
     return getattr(variable, "path", None) or getattr(variable, "name", "?")
 
 
-def _replica_sum(variable: tf.Variable) -> tf.Tensor:
-    """An ON_READ SUM variable summed over replicas, in replica or in cross-replica context."""
+def _replica_sums(variables: list[tf.Variable]) -> list[tf.Tensor]:
+    """ON_READ SUM variables summed over replicas, in replica or in cross-replica context. In a
+    replica context all of them go through one all-reduce: one collective op per variable would
+    cost one round trip between workers each (MultiWorkerMirroredStrategy)."""
     if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context():
-        return variable.read_value()
+        return [v.read_value() for v in variables]
     context = tf.distribute.get_replica_context()
+    values = [v.read_value() for v in variables]
     if context is not None and context.num_replicas_in_sync > 1:
-        return context.all_reduce(tf.distribute.ReduceOp.SUM, variable.read_value())
-    return variable.read_value()
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, values)
+    return values

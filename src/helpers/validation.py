@@ -40,6 +40,7 @@ from helpers.plumbing import (
     num_examples, strategy_of, trainable_key,
 )
 from helpers.progress import Progress
+from helpers.workers import cluster_workers, require_same_batch
 from helpers.validation_steps import CompiledSteps, check_metrics, ensure_built, metric_name, unpack
 
 __all__ = [
@@ -289,6 +290,8 @@ def evaluate(model: keras.Model, dataset: tf.data.Dataset | ValidationStream, lo
 def _run_pass(steps: CompiledSteps, data: tf.data.Dataset | ValidationStream, name: str, *,
               return_ids: bool) -> dict[str, Any]:
     first = data._start_pass() if isinstance(data, ValidationStream) else None  # before any reset
+    if cluster_workers(steps.strategy) > 1:  # every worker must read the same batches
+        require_same_batch(steps.strategy, next(iter(data)) if first is None else first, name)
     for metric in steps.metrics:
         if isinstance(metric, keras.metrics.Metric):
             metric.reset_state()
@@ -409,6 +412,8 @@ def _train(train_steps: CompiledSteps, train_ds: Any, val_ds: ValidationStream |
         if element is None:
             raise ValueError(f"train_ds ran out after {step - 1} of {steps} steps: add .repeat()")
         x, y, weight, ids = unpack(element, "train_ds")
+        if step == 1:
+            require_same_batch(train_steps.strategy, element, "train_ds")
         if count_examples(x) < replicas:
             raise ValueError(f"train_ds: batch {step} has {count_examples(x)} examples for {replicas} replica(s), "
                              "so a replica would train on none (its loss, and BatchNorm's statistics, would be "

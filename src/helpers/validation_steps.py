@@ -134,8 +134,12 @@ class CompiledSteps:
     def _eval_batch(self, x: Any, y: Any, weight: Any = None) -> tuple[tf.Tensor, tf.Tensor]:
         if self.strategy is None:
             return self._eval_sums(x, y, weight)
-        sums, n = self.strategy.run(lambda *batch: self._eval_sums(*_shard(*batch)), args=(x, y, weight))
-        return self.strategy.reduce("SUM", sums, axis=None), self.strategy.reduce("SUM", n, axis=None)
+        def replica(*batch: Any) -> tf.Tensor:  # sums and count in one vector: one all-reduce per batch
+            sums, n = self._eval_sums(*_shard(*batch))
+            return tf.concat([sums, [n]], 0)
+
+        both = self.strategy.reduce("SUM", self.strategy.run(replica, args=(x, y, weight)), axis=None)
+        return both[:-1], both[-1]
 
     def _train_on(self, x: Any, y: Any, weight: Any, share: Any) -> tf.Tensor:
         model = self.model
