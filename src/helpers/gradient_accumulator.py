@@ -27,9 +27,11 @@ class GradientAccumulator:
     loss over all the examples, as if they had been one batch. A weight of 0 adds nothing (an
     empty micro-batch or replica shard, whose gradient may be NaN).
 
-    A ``None`` gradient counts as zero. A variable that never received a gradient (the loss does
-    not use it) gets ``None`` from ``result()``, so ``apply_gradients`` leaves it alone as Keras
-    does for one batch: no momentum, no weight decay.
+    A ``None`` gradient counts as zero. A variable that received no gradient since the last
+    ``reset()`` (the loss does not use it) gets ``None`` from ``result()``, so ``apply_gradients``
+    leaves it alone as Keras does for one batch: no momentum, no weight decay. Inside a
+    ``tf.function`` a ``None`` must be known when the function is traced: there ``result()`` gives
+    ``None`` to a variable that no traced ``add`` ever gave a gradient, and a tensor to the others.
 
     Mixed precision: add the gradients of ``optimizer.scale_loss(loss)`` (a
     ``LossScaleOptimizer``) and pass ``result()`` to ``optimizer.apply_gradients``, which unscales
@@ -82,9 +84,14 @@ class GradientAccumulator:
         # Every replica adds once per micro-step, so the first replica's count is the global count.
         self._count = tf.Variable(0, dtype=tf.int64, name="accumulated_count",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, **on_read)
-        self._received = [False] * len(variables)  # structural: did any add bring a tensor here?
+        # Gradients each variable received since the last reset (read eagerly by result()), and whether
+        # any traced add ever brought one (what result() can know inside a tf.function).
+        self._seen = tf.Variable(tf.zeros([len(variables)], tf.int64), name="accumulated_seen",
+                                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, **on_read)
+        self._received = [False] * len(variables)
         specs = [tf.TensorSpec(v.shape, _sum_dtype(v)) for v in variables]
-        self._add_fn = tf.function(self._add, input_signature=[specs, tf.TensorSpec([], tf.float32)])
+        self._add_fn = tf.function(self._add, input_signature=[
+            specs, tf.TensorSpec([], tf.float32), tf.TensorSpec([len(variables)], tf.int64)])
         self._reset_fn = tf.function(self._reset, input_signature=[])
 
     @property
@@ -112,8 +119,9 @@ class GradientAccumulator:
         if not tf.is_tensor(weight) or tf.executing_eagerly():
             if not float(weight) >= 0:
                 raise ValueError(f"weight must be >= 0 (the micro-batch's number of examples), got {float(weight):g}")
-        filled = []
+        filled, present = [], []
         for i, (g, v) in enumerate(zip(gradients, self.variables)):
+            present.append(g is not None)
             if g is None:
                 filled.append(tf.zeros(v.shape, _sum_dtype(v)))
                 continue
@@ -121,21 +129,25 @@ class GradientAccumulator:
             if not g.shape.is_compatible_with(v.shape):
                 raise ValueError(f"gradients[{i}] has shape {g.shape} but variable {_name(v)} has shape "
                                  f"{v.shape}: the gradients do not match the variables")
-            self._received[i] = True
             filled.append(tf.cast(g, _sum_dtype(v)))
-        weight = tf.cast(weight, tf.float32)
+        self._received = [old or new for old, new in zip(self._received, present)]
+        weight, present = tf.cast(weight, tf.float32), tf.constant(present, tf.int64)
         if tf.inside_function():
-            self._add(filled, weight)  # already compiled: inline the ops, no nested function call
+            self._add(filled, weight, present)  # already compiled: inline the ops, no nested function call
         else:
-            self._add_fn(filled, weight)
+            self._add_fn(filled, weight, present)
 
     def result(self) -> list[tf.Tensor | None]:
         """The weighted mean of the gradients added since the last reset (zeros if none were);
-        ``None`` for a variable that never received a gradient."""
+        ``None`` for a variable that received no gradient since then (in a ``tf.function``: that
+        no traced ``add`` ever gave one)."""
         total = _replica_sum(self._total)
         safe = tf.where(total > 0, total, tf.ones_like(total))
-        return [tf.cast(_replica_sum(s) / safe, v.dtype) if seen else None
-                for s, v, seen in zip(self._sums, self.variables, self._received)]
+        received = self._received
+        if not tf.inside_function():
+            received = [bool(k) for k in self._seen.read_value().numpy()]
+        return [tf.cast(_replica_sum(s) / tf.cast(safe, s.dtype), v.dtype) if seen else None
+                for s, v, seen in zip(self._sums, self.variables, received)]
 
     def reset(self) -> None:
         """Set the sums, the total weight and the count back to zero."""
@@ -146,18 +158,20 @@ class GradientAccumulator:
         calls. Called from inside a ``tf.function``, ``add`` adds its ops to that function instead."""
         return self._add_fn.experimental_get_tracing_count()
 
-    def _add(self, gradients, weight):
+    def _add(self, gradients, weight, present):
         tf.debugging.assert_non_negative(weight, message="weight must be >= 0 (the micro-batch's examples)")
         for s, g in zip(self._sums, gradients):
-            s.assign_add(tf.math.multiply_no_nan(g, weight))  # weight 0 adds 0, even to a NaN
+            s.assign_add(tf.math.multiply_no_nan(g, tf.cast(weight, g.dtype)))  # weight 0 adds 0, even to a NaN
         self._total.assign_add(weight)
         self._count.assign_add(1)
+        self._seen.assign_add(present)
 
     def _reset(self):
         for s in self._sums:
             s.assign(tf.zeros_like(s))
         self._total.assign(0.0)
         self._count.assign(0)
+        self._seen.assign(tf.zeros_like(self._seen))
 
 
 def _sum_dtype(variable) -> tf.DType:
