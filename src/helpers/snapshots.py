@@ -37,6 +37,7 @@ from helpers.plumbing import (
     check_loss_fn, check_model, check_optimizer, strategy_of, tf_variable, total_loss, trainable_key,
 )
 from helpers.snapshot_rebuild import fresh_copy
+from helpers.snapshot_state import copy_outside_state, outside_differences, outside_state
 
 __all__ = [
     "snapshot", "sync", "state_paths", "parameter_distance", "StateEntry",
@@ -208,6 +209,16 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
     if source is target:
         raise ValueError("source and target are the same model: sync needs two models")
     pairs = _pair(source, target)
+    outside = outside_state(source, target)
+    differing = outside_differences(outside)
+    stuck = [s for s in differing if s.kind in ("tensor", "table")]
+    if stuck:
+        raise ValueError(f"source and target differ in {stuck[0].label}, state kept outside the layer's variables "
+                         "that no helper can copy: build the copy so that it holds the same value")
+    if differing and not tf.executing_eagerly():
+        raise ValueError(f"source and target differ in {differing[0].label}, state Keras keeps outside the "
+                         "layer's variables, which sync copies only eagerly: call snapshots.sync(source, target) "
+                         "once outside the tf.function first (after adapt)")
     soft = tuple(s.trainable and tau < 1.0 for s, _ in pairs)
     _assign(
         [tf_variable(t.variable) for _, t in pairs],
@@ -215,6 +226,8 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
         soft,
         tf.constant(tau, tf.float32),
     )
+    if differing:
+        copy_outside_state(outside)  # eagerly, after the variables the constants are computed from
 
 
 def sync_trace_count() -> int:
@@ -266,28 +279,45 @@ def snapshot(model: keras.Model) -> keras.Model:
 def parameter_distance(a: keras.Model, b: keras.Model) -> float:
     """Euclidean distance between the two models' trainable weights, paired by structure.
 
+    It never reads 0 for two models that answer differently: when the trainable weights are equal
+    but other state that decides the output differs (BatchNorm statistics, a stateful RNN's
+    states, other non-trainable weights, preprocessing constants or vocabularies), it raises a
+    ``ValueError`` naming that state. Random-seed state is not compared (it changes no inference).
+
     >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     >>> parameter_distance(net, snapshot(net))
     0.0
     """
     _check_built(a, "a")
     _check_built(b, "b")
+    pairs = _pair(a, b)
     squares = [
         tf.reduce_sum(tf.square(tf.cast(s.variable.value, tf.float64) - tf.cast(t.variable.value, tf.float64)))
-        for s, t in _pair(a, b)
+        for s, t in pairs
         if s.trainable
     ]
-    return float(tf.sqrt(tf.add_n(squares))) if squares else 0.0
+    distance = float(tf.sqrt(tf.add_n(squares))) if squares else 0.0
+    if distance == 0.0:
+        differing = [s.label for s, t in pairs if not s.trainable and "seed_generator" not in s.path
+                     and not bool(tf.reduce_all(s.variable.value == t.variable.value))]
+        differing += [s.label for s in outside_differences(outside_state(a, b))]
+        if differing:
+            raise ValueError(f"a and b have the same trainable weights but differ in {differing[0]!r}, which "
+                             "decides their output too: they answer differently, so a distance of 0 would "
+                             "mislead. Sync them (snapshots.sync), or compare that state yourself")
+    return distance
 
 
 # --------------------------------------------------------------------------- cost of a copy per step
 
 
-def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.optimizers.Optimizer) -> Callable:
+def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.optimizers.Optimizer, *,
+                    loss_weights: Any = None) -> Callable:
     """A compiled training step ``(x, y) -> loss``: one gradient step of ``model`` on the batch.
 
-    The loss is Keras' (``loss_fn`` plus ``model.losses``, e.g. an L2 regulariser); a per-example
-    loss is refused when the step is first traced, before any weight changes. The trainable
+    The loss is Keras' (``loss_fn`` plus ``model.losses``, e.g. an L2 regulariser; one loss per
+    output, or a list or dict of them with ``loss_weights``, as ``compile`` takes them); a
+    per-example loss is refused when the step is first traced, before any weight changes. The trainable
     variables are read at every call: freezing a layer later retraces the step, it does not keep
     training the layer. With a ``keras.optimizers.LossScaleOptimizer`` (mixed precision) the loss is
     scaled before the gradient, as Keras' ``fit`` does, and the optimizer unscales. It is a single-device step (for measuring what a copy costs): a model whose
@@ -300,7 +330,7 @@ def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.opti
     True
     """
     _check_built(model, "model")
-    check_loss_fn(loss_fn)
+    check_loss_fn(loss_fn, loss_weights=loss_weights)
     check_optimizer(optimizer)
     if strategy_of(model.variables, f"model {model.name!r}") is not None:
         raise ValueError(f"model {model.name!r} lives in a tf.distribute strategy: make_train_step builds a "
@@ -311,7 +341,7 @@ def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.opti
     def compiled(x, y, key):  # ``key`` (the trainable set) is only there to retrace when it changes
         variables = model.trainable_variables
         with tf.GradientTape() as tape:
-            loss = total_loss(model, loss_fn, y, model(x, training=True))
+            loss = total_loss(model, loss_fn, y, model(x, training=True), loss_weights=loss_weights)
             scaled = optimizer.scale_loss(loss)  # a LossScaleOptimizer's scale (mixed precision), else loss
         optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
         return loss
