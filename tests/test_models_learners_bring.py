@@ -32,9 +32,9 @@ def gap(a, b) -> float:
 class TwoHeads(keras.Model):
     """A subclassed model whose call returns a tuple (no output names)."""
 
-    def __init__(self):
+    def __init__(self, width_b: int = 2):
         super().__init__()
-        self.a, self.b = keras.layers.Dense(1), keras.layers.Dense(2)
+        self.a, self.b = keras.layers.Dense(1), keras.layers.Dense(width_b)
 
     def call(self, x):
         return self.a(x), self.b(x)
@@ -68,6 +68,7 @@ def fit_once(model, loss, y, *, loss_weights=None, sample_weight=None, lr=0.1, *
 CASES = {
     # name: (model factory, loss_fn, loss_weights, y)
     "tuple outputs, one loss": (TwoHeads, MSE, None, (YA, YB)),
+    "tuple outputs of one shape": (lambda: TwoHeads(1), MSE, None, (YA, 2 * YA)),  # before: 0.5x, no error
     "list outputs, list of losses, weights": (lambda: functional("list"), [MSE, MAE], [1.0, 0.25], [YA, YB]),
     "dict outputs, dict of losses, weights": (lambda: functional("dict"), {"a": MSE, "b": MAE},
                                               {"a": 2.0, "b": 0.5}, {"a": YA, "b": YB}),

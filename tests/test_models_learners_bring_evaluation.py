@@ -33,17 +33,17 @@ def keras_evaluate(model, data):
 
 
 class TwoHeads(keras.Model):
-    def __init__(self):
+    def __init__(self, width_b: int = 2):
         super().__init__()
-        self.a, self.b = keras.layers.Dense(1), keras.layers.Dense(2)
+        self.a, self.b = keras.layers.Dense(1), keras.layers.Dense(width_b)
 
     def call(self, x):
         return self.a(x), self.b(x)
 
 
-def two_heads():
+def two_heads(width_b: int = 2):
     keras.utils.set_random_seed(2)
-    model = TwoHeads()
+    model = TwoHeads(width_b)
     model(X)
     return model
 
@@ -58,12 +58,14 @@ def named(kind="list"):
 # --------------------------------------------------------------------------- several outputs
 
 
-def test_a_tuple_output_model_is_evaluated_as_keras_does():
-    model = two_heads()
-    ours = V.evaluate(model, dataset(X, (YA, YB)), MSE)
+@pytest.mark.parametrize("width_b", [1, 2])
+def test_a_tuple_output_model_is_evaluated_as_keras_does(width_b):
+    model = two_heads(width_b)
+    y = (YA, YB[:, :width_b])
+    ours = V.evaluate(model, dataset(X, y), MSE)
     model.compile(loss=MSE)
-    theirs = keras_evaluate(model, dataset(X, (YA, YB)))
-    assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-5)  # before: half of it (heads averaged)
+    theirs = keras_evaluate(model, dataset(X, y))
+    assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-5)  # before: half of it (1 wide), an error (2)
     assert sorted(ours) == ["examples", "loss", "output_0_loss", "output_1_loss"]
     assert ours["output_0_loss"] + ours["output_1_loss"] == pytest.approx(ours["loss"], rel=1e-5)
 
@@ -193,4 +195,44 @@ def test_minimize_on_batch_refuses_a_constrained_model_before_it_moves():
     before = [w.copy() for w in model.get_weights()]
     with pytest.raises(ValueError, match="kernel.*constraint.*SciPy"):  # before: moved past the constraint
         decoupling.minimize_on_batch(model, MSE, (X, -10 * X[:, :1]), max_iterations=5)
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+# --------------------------------------------------------------------------- models that bring their own step
+
+
+class OwnLoss(keras.Model):
+    """fit minimises what compute_loss returns: here twice the compiled loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+
+    def call(self, x):
+        return self.dense(x)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        return 2.0 * super().compute_loss(x, y, y_pred, sample_weight, training=training)
+
+
+def test_a_model_with_its_own_compute_loss_is_refused_by_every_helper_that_claims_fits_loss():
+    from helpers import accumulation as acc
+
+    keras.utils.set_random_seed(0)
+    model = OwnLoss()
+    model(X)
+    model.compile(loss=MSE)
+    before = [w.copy() for w in model.get_weights()]
+    calls = {
+        "evaluate": lambda: V.evaluate(model, dataset(X, YA), MSE),  # before: half of model.evaluate's number
+        "train_with_validation": lambda: V.train_with_validation(model, keras.optimizers.SGD(0.1), MSE,
+                                                                 dataset(X, YA).repeat(), None, steps=1, every=1),
+        "train_accumulated": lambda: acc.train_accumulated(model, keras.optimizers.SGD(0.1), MSE, [(X, YA)], 1,
+                                                           verbose=False),
+        "make_train_step": lambda: snapshots.make_train_step(model, MSE, keras.optimizers.SGD(0.1)),
+        "LossAndGradient": lambda: decoupling.LossAndGradient(model, MSE),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match="OwnLoss overrides compute_loss"):
+            call()
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))

@@ -211,6 +211,7 @@ def _loop(model: keras.Model, loss_fn: Any, loss_weights: Any, strategy: tf.dist
 def _check(model: Any, loss_fn: Any, loss_weights: Any, optimizer: Any) -> tf.distribute.Strategy:
     """Argument checks shared by both functions; returns the strategy the model's variables live in."""
     plumbing.check_model(model)
+    plumbing.check_keras_steps(model, "compute_loss", "train_step")
     plumbing.check_mean_loss(loss_fn, loss_weights=loss_weights)
     strategy = plumbing.check_strategy(model, optimizer)
     if not model.trainable_variables:
@@ -247,7 +248,10 @@ def _traced(*fns: Any) -> None:
     before anything runs."""
     for fn in fns:
         if fn.experimental_get_tracing_count() == 0:
-            fn.get_concrete_function(*fn.input_signature)
+            try:
+                fn.get_concrete_function(*fn.input_signature)
+            except (TypeError, ValueError) as error:
+                raise plumbing.original_error(error) from None
 
 
 def _scale(optimizer: Any) -> Any:
@@ -294,7 +298,7 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
     values (exact for a mean over examples, such as Keras 3.15's activity regularisers; not for a
     sum over examples or a batch statistic; a Keras that sums activity regularisers, such as 3.13,
     gets a ``ValueError``). The model runs with ``training=True`` (BatchNorm sees one
-    micro-batch). Micro-batches may be ``(x, y)`` or ``(x, y, sample_weight)`` (a Keras loss object
+    micro-batch, Dropout draws masks per micro-batch: neither can equal the full batch). Micro-batches may be ``(x, y)`` or ``(x, y, sample_weight)`` (a Keras loss object
     weights each example, as in ``fit``); ``x`` and ``y`` may be tensors, ragged tensors, lists or
     dicts, as ``fit`` takes them.
 

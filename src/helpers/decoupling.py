@@ -27,8 +27,8 @@ import tensorflow as tf
 import keras
 
 from helpers.arguments import require_int
-from helpers.plumbing import (WeakModel, check_loss_fn, check_model, count_examples,
-                              relaxed_signature, total_loss, trainable_key, unpack_batch)
+from helpers.plumbing import (WeakModel, check_keras_steps, check_loss_fn, check_model, count_examples,
+                              original_error, relaxed_signature, total_loss, trainable_key, unpack_batch)
 
 __all__ = [
     "LossAndGradient", "shared_loss_and_gradient", "BatchObjective", "minimize_on_batch", "CountingIterator",
@@ -50,14 +50,6 @@ def _refuse_strategy(what: str) -> None:
             f"{type(strategy).__name__} ({strategy.num_replicas_in_sync} replicas), where Keras divides losses "
             "by the replica count and mirrored variables have no gradient outside a replica: call it outside "
             "`strategy.scope()` (a model built inside the scope works outside it)")
-
-
-def _original_error(error: Exception) -> Exception:
-    """The error raised in our code while tracing, without AutoGraph's "in user code" wrapping."""
-    context = error.__context__
-    if hasattr(error, "ag_error_metadata") and type(context) is type(error):
-        return context
-    return error
 
 
 class LossAndGradient:
@@ -89,6 +81,7 @@ class LossAndGradient:
 
     def __init__(self, model: keras.Model, loss_fn: Callable, *, relaxed: bool = True, loss_weights: Any = None):
         check_model(model)
+        check_keras_steps(model, "compute_loss")
         check_loss_fn(loss_fn, loss_weights=loss_weights)
         if not isinstance(relaxed, bool):
             raise TypeError(f"relaxed must be True or False, got {type(relaxed).__name__}")
@@ -127,7 +120,7 @@ class LossAndGradient:
             try:
                 fn.get_concrete_function(*args)  # trace now: a bad loss fails here, before any evaluation
             except (TypeError, ValueError) as error:
-                raise _original_error(error) from None
+                raise original_error(error) from None
             self._functions[key] = fn
         if self.relaxed:
             self._check_compatible(key, args)

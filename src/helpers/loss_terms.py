@@ -315,7 +315,9 @@ def _keras_term(loss, y_true, y_pred, sample_weight, value, where, label, weight
                         f"{where} returns one number per batch (y_true and y_pred of rank 1), which Keras then "
                         "weights or masks as a whole: that does not split into parts. Give y_true and y_pred "
                         "a last axis of size 1")
-    if reduction in MEAN_REDUCTIONS and tf.distribute.has_strategy():
+    if reduction not in MEAN_REDUCTIONS:  # "sum": the whole batch's total, not a mean of anything
+        return LossTerm(label, value, weight, rows, None, f"{where} has reduction={reduction!r}: a sum, not a mean")
+    if tf.distribute.has_strategy():
         value = value * tf.cast(tf.distribute.get_strategy().num_replicas_in_sync, value.dtype)
     size = tf.cast(tf.size(values), tf.float32)
     float_mask = None if mask is None else tf.cast(mask, tf.float32)

@@ -3,7 +3,8 @@
 * Input signatures that trace once for every batch size: :func:`relaxed_spec`, :func:`relaxed_signature`.
 * Examples in a batch: :func:`num_examples` (a tensor, in graphs), :func:`count_examples` (a Python int).
 * Batches the Keras way: :func:`unpack_batch` reads ``(x, y)`` and ``(x, y, sample_weight)``.
-* Argument checks that name the argument: :func:`check_model`, :func:`check_loss_fn`,
+* Argument checks that name the argument: :func:`check_model`, :func:`check_keras_steps` (a model
+  that overrides ``compute_loss``/``train_step``/``test_step``), :func:`check_loss_fn`,
   :func:`check_optimizer`, :func:`check_dataset`, :func:`check_finite`.
 * The loss the way Keras counts it, one term per output (defined in :mod:`helpers.loss_terms`,
   importable from here): :func:`scalar_loss` refuses a per-example loss, :func:`regularization_loss`
@@ -36,7 +37,7 @@ from helpers.loss_terms import (
 
 __all__ = [
     "relaxed_spec", "relaxed_signature", "num_examples", "count_examples", "unpack_batch",
-    "check_model", "check_loss_fn", "check_optimizer", "check_dataset", "check_finite",
+    "check_model", "check_keras_steps", "original_error", "check_loss_fn", "check_optimizer", "check_dataset", "check_finite",
     "scalar_loss", "regularization_loss", "total_loss", "trainable_key", "tf_variable",
     "wait_for_device", "loss_name", "check_mean_loss", "WeakModel", "MEAN_REDUCTIONS", "strategy_of", "check_strategy",
 ]
@@ -142,6 +143,35 @@ def check_model(model: Any, name: str = "model", *, built: bool = False) -> kera
         raise ValueError(f"{name} ({model.name!r}) was never built: it has no variables yet. "
                          "Call it once on a batch (or build it) first.")
     return model
+
+
+def check_keras_steps(model: keras.Model, *methods: str, name: str = "model") -> None:
+    """Refuse a model that overrides one of ``methods`` (``compute_loss``, ``train_step``,
+    ``test_step``): ``fit``/``evaluate`` would run the model's own version, while the helpers run
+    their own step with ``loss_fn`` and ``model.losses``, and would silently compute something else.
+
+    >>> class Custom(keras.Model):
+    ...     def compute_loss(self, *args, **kwargs):
+    ...         return super().compute_loss(*args, **kwargs) * 2
+    >>> check_keras_steps(Custom(), "compute_loss", "train_step")
+    Traceback (most recent call last):
+    ...
+    ValueError: model Custom overrides compute_loss, which Keras' fit/evaluate run instead of its own; the helpers compute loss_fn plus model.losses themselves and would not follow it: use fit/evaluate, or move that logic into a loss or an add_loss
+    """
+    for method in methods:
+        if getattr(type(model), method, None) is not getattr(keras.Model, method):
+            raise ValueError(f"{name} {type(model).__name__} overrides {method}, which Keras' fit/evaluate run instead "
+                             "of its own; the helpers compute loss_fn plus model.losses themselves and would not "
+                             "follow it: use fit/evaluate, or move that logic into a loss or an add_loss")
+
+
+def original_error(error: Exception) -> Exception:
+    """The error a helper raised while a ``tf.function`` was traced, without AutoGraph's "in user
+    code" wrapping (its message starts with the traceback AutoGraph adds, not with what is wrong)."""
+    context = error.__context__
+    if hasattr(error, "ag_error_metadata") and type(context) is type(error):
+        return context
+    return error
 
 
 def check_optimizer(optimizer: Any, name: str = "optimizer") -> keras.optimizers.Optimizer:

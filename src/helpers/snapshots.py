@@ -34,7 +34,7 @@ import keras
 
 from helpers import measure
 from helpers.plumbing import (
-    check_loss_fn, check_model, check_optimizer, strategy_of, tf_variable, total_loss, trainable_key,
+    check_keras_steps, check_loss_fn, check_model, check_optimizer, strategy_of, tf_variable, total_loss, trainable_key,
 )
 from helpers.snapshot_rebuild import fresh_copy
 from helpers.snapshot_state import copy_outside_state, outside_differences, outside_state
@@ -330,6 +330,7 @@ def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.opti
     True
     """
     _check_built(model, "model")
+    check_keras_steps(model, "compute_loss", "train_step")
     check_loss_fn(loss_fn, loss_weights=loss_weights)
     check_optimizer(optimizer)
     if strategy_of(model.variables, f"model {model.name!r}") is not None:

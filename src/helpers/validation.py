@@ -36,8 +36,8 @@ import keras
 
 from helpers.arguments import require_int
 from helpers.plumbing import (
-    check_dataset, check_finite, check_mean_loss, check_model, check_optimizer, check_strategy, count_examples,
-    num_examples, strategy_of, trainable_key,
+    check_dataset, check_finite, check_keras_steps, check_mean_loss, check_model, check_optimizer, check_strategy,
+    count_examples, num_examples, strategy_of, trainable_key,
 )
 from helpers.progress import Progress
 from helpers.validation_data import (  # noqa: F401  (split off; part of this module's API)
@@ -166,6 +166,7 @@ def evaluate(model: keras.Model, dataset: tf.data.Dataset | ValidationStream, lo
     fit the model, or a model, optimizer or metric created in a different strategy scope.
     """
     check_model(model)
+    check_keras_steps(model, "compute_loss", "test_step")
     if not isinstance(dataset, ValidationStream):
         check_dataset(dataset, "dataset")
         check_finite(dataset, "dataset")
@@ -260,6 +261,7 @@ def train_with_validation(model: keras.Model, optimizer: keras.optimizers.Optimi
     only then (ValueError naming the step; the steps taken stay taken).
     """
     check_model(model)
+    check_keras_steps(model, "compute_loss", "train_step", "test_step")
     check_optimizer(optimizer)
     check_mean_loss(loss_fn, loss_weights=loss_weights)
     require_int("steps", steps, minimum=1)
