@@ -158,6 +158,14 @@ def test_ignore_class_is_split_by_the_labels_it_keeps():
     assert gap(ours.get_weights(), theirs.get_weights()) < 1e-6
 
 
+class Penalised(keras.layers.Layer):
+    """Adds a mean over examples to model.losses in every forward pass."""
+
+    def call(self, x):
+        self.add_loss(0.1 * tf.reduce_mean(tf.square(x)))
+        return x
+
+
 def test_losses_that_do_not_split_are_refused_before_anything_changes():
     model = functional("list")
     model(X)
@@ -165,7 +173,7 @@ def test_losses_that_do_not_split_are_refused_before_anything_changes():
     weighted = keras.losses.MeanSquaredError(reduction="mean_with_sample_weight")
     rank_one = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1), keras.layers.Reshape(())])
     rank_one(X)
-    regularised = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, activity_regularizer="l2")])
+    regularised = keras.Sequential([keras.Input((3,)), Penalised(), keras.layers.Dense(1)])
     regularised(X)
     cases = [
         (model, [weighted, MSE], (X, (YA, YB), W), "outputs divide by different counts"),
