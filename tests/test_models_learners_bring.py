@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from helpers import accumulation as acc
 from helpers import molecules
+from tests.learner_models import TwoHeads, two_outputs
 
 RNG = np.random.default_rng(22)
 X = RNG.normal(size=(8, 3)).astype("float32")
@@ -29,23 +30,8 @@ def gap(a, b) -> float:
     return max(float(np.max(np.abs(np.asarray(u, np.float64) - np.asarray(v, np.float64)))) for u, v in zip(a, b))
 
 
-class TwoHeads(keras.Model):
-    """A subclassed model whose call returns a tuple (no output names)."""
-
-    def __init__(self, width_b: int = 2):
-        super().__init__()
-        self.a, self.b = keras.layers.Dense(1), keras.layers.Dense(width_b)
-
-    def call(self, x):
-        return self.a(x), self.b(x)
-
-
 def functional(kind: str) -> keras.Model:
-    keras.utils.set_random_seed(1)
-    inputs = keras.Input((3,))
-    hidden = keras.layers.Dense(4, activation="tanh")(inputs)
-    a, b = keras.layers.Dense(1, name="a")(hidden), keras.layers.Dense(2, name="b")(hidden)
-    return keras.Model(inputs, {"a": a, "b": b} if kind == "dict" else [a, b])
+    return two_outputs(kind, hidden=True)
 
 
 def twins(make):

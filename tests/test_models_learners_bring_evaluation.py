@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from helpers import decoupling, snapshots
 from helpers import validation as V
+from tests.learner_models import Counter, TwoHeads, two_outputs
 
 RNG = np.random.default_rng(7)
 X = RNG.normal(size=(10, 3)).astype("float32")
@@ -32,15 +33,6 @@ def keras_evaluate(model, data):
         return model.evaluate(data, verbose=0, return_dict=True)
 
 
-class TwoHeads(keras.Model):
-    def __init__(self, width_b: int = 2):
-        super().__init__()
-        self.a, self.b = keras.layers.Dense(1), keras.layers.Dense(width_b)
-
-    def call(self, x):
-        return self.a(x), self.b(x)
-
-
 def two_heads(width_b: int = 2):
     keras.utils.set_random_seed(2)
     model = TwoHeads(width_b)
@@ -49,10 +41,7 @@ def two_heads(width_b: int = 2):
 
 
 def named(kind="list"):
-    keras.utils.set_random_seed(3)
-    inputs = keras.Input((3,))
-    a, b = keras.layers.Dense(1, name="a")(inputs), keras.layers.Dense(2, name="b")(inputs)
-    return keras.Model(inputs, {"a": a, "b": b} if kind == "dict" else [a, b])
+    return two_outputs(kind, seed=3)
 
 
 # --------------------------------------------------------------------------- several outputs
@@ -235,4 +224,14 @@ def test_a_model_with_its_own_compute_loss_is_refused_by_every_helper_that_claim
     for name, call in calls.items():
         with pytest.raises(ValueError, match="OwnLoss overrides compute_loss"):
             call()
+    assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+
+
+def test_a_model_that_writes_its_state_in_inference_is_refused_by_the_one_batch_objective():
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), Counter(), keras.layers.Dense(1)])
+    model(X)
+    before = [w.copy() for w in model.get_weights()]
+    with pytest.raises(ValueError, match="writes its own variables when it is called with training=False"):
+        decoupling.BatchObjective(model, MSE, (X, YA))  # before: a different loss at every call, same point
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))

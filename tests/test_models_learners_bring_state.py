@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from helpers import snapshots as S
 from helpers import validation as V
+from tests.learner_models import Counter
 
 RNG = np.random.default_rng(5)
 X = RNG.normal(3.0, 2.0, size=(16, 3)).astype("float32")
@@ -117,17 +118,6 @@ def test_state_no_helper_can_copy_is_refused_by_name():
     layer.fit_offset(X)
     with pytest.raises(ValueError, match=r"offset\.offset, state kept outside the layer's variables"):
         S.snapshot(model)
-
-
-class Counter(keras.layers.Layer):
-    """A custom layer whose non-trainable weight changes in call and decides the output."""
-
-    def build(self, shape):
-        self.seen = self.add_weight(shape=(), initializer="zeros", trainable=False, name="seen")
-
-    def call(self, x):
-        self.seen.assign_add(1.0)
-        return x * self.seen
 
 
 def test_custom_state_updated_in_call_is_copied():

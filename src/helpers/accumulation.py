@@ -293,7 +293,8 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
     divide by different counts, a Keras loss on rank-1 targets and outputs with sample weights or a
     mask (Keras then weights one number per batch), a plain function on a masked output,
     ``model.losses`` from the forward pass with a loss that does not divide by examples, a
-    ``reduction="sum"`` or per-example loss. Weight regularisers come out exactly as for the full
+    ``reduction="sum"`` or per-example loss; and a model that overrides ``compute_loss`` or
+    ``train_step`` (``fit`` would run those instead). Weight regularisers come out exactly as for the full
     batch; a batch-dependent ``add_loss`` term counts as the size-weighted mean of its micro-batch
     values (exact for a mean over examples, such as Keras 3.15's activity regularisers; not for a
     sum over examples or a batch statistic; a Keras that sums activity regularisers, such as 3.13,

@@ -52,6 +52,10 @@ def _refuse_strategy(what: str) -> None:
             "`strategy.scope()` (a model built inside the scope works outside it)")
 
 
+_WRITES = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ResourceScatterUpdate",
+           "ResourceScatterAdd", "ResourceScatterNdUpdate", "ResourceScatterNdAdd"}
+
+
 class LossAndGradient:
     """Compiled ``(x, y[, sample_weight]) -> (loss, [gradient per trainable variable])``.
 
@@ -59,7 +63,8 @@ class LossAndGradient:
     ``loss_weights``): the batch mean of ``loss_fn`` (one loss per output, or a list or dict of
     them, as :mod:`helpers.loss_terms` lays them out) plus ``model.losses`` (regularisers), with
     ``training=False`` so that the same parameters and batch always give the same loss, even with
-    Dropout or BatchNorm.
+    Dropout or BatchNorm. A model that overrides ``compute_loss`` is refused (Keras would
+    minimise that instead).
 
     With ``relaxed=True`` (default) the input signature is taken from the first batch with every
     dimension but the last left open, so batches of any size and atom count share **one** trace.
@@ -68,7 +73,9 @@ class LossAndGradient:
     The model's trainable variables are read at every call: after a layer is frozen or unfrozen,
     the next call traces once for the new set, and the gradients are always one per *current*
     trainable variable. A loss that returns one value per example is refused (``ValueError``
-    naming it) when the function is traced, before anything runs.
+    naming it) when the function is traced, before anything runs; so is a model that writes its
+    own variables in inference (a custom layer updating its state in ``call``): the loss at one
+    point would change from call to call.
 
     >>> from helpers.molecules import PerAtomEnergy, molecule_dataset
     >>> model = PerAtomEnergy(hidden=4)
@@ -118,9 +125,14 @@ class LossAndGradient:
             else:
                 fn = tf.function(self._loss_and_gradients)
             try:
-                fn.get_concrete_function(*args)  # trace now: a bad loss fails here, before any evaluation
+                concrete = fn.get_concrete_function(*args)  # trace now: a bad loss fails here, before any evaluation
             except (TypeError, ValueError) as error:
                 raise original_error(error) from None
+            writes = sorted({op.type for op in concrete.graph.get_operations() if op.type in _WRITES})
+            if writes:
+                raise ValueError(f"model {model.name!r} writes its own variables when it is called with "
+                                 f"training=False ({', '.join(writes)}: a layer that updates its state in call), so "
+                                 "the loss at the same parameters would change from one evaluation to the next")
             self._functions[key] = fn
         if self.relaxed:
             self._check_compatible(key, args)

@@ -182,7 +182,8 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
     """Copy ``source``'s state into ``target`` on the device, compiled with ``tf.function``.
 
     * ``tau == 1``: every state variable is copied exactly (weights, BatchNorm moving statistics,
-      seed state, a stateful RNN's states), so both models give the same next output.
+      seed state, a stateful RNN's states, and the state outside the variables below), so both
+      models give the same next output.
     * ``0 < tau < 1``: a soft (Polyak) update of the weights the layers declared trainable,
       ``target = tau * source + (1 - tau) * target``, and a hard copy of the other state.
 
@@ -197,9 +198,14 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
     True
     >>> sync(net, past, tau=0.01)             # soft: past moves 1 % of the way
 
+    State Keras keeps outside the variables (:mod:`helpers.snapshot_state`: an adapted
+    ``Normalization``'s constants, a lookup layer's vocabulary, ``Discretization``'s bins) is
+    copied too, eagerly and after the variables; inside a ``tf.function`` it must already agree.
+
     Raises ``TypeError`` (not a Keras model, ``tau`` not a number) or ``ValueError`` (a model never
-    built, ``tau`` outside (0, 1], ``source is target``, or different structure: the message names
-    the first mismatching variable). Under a ``tf.distribute`` strategy, call it between steps
+    built, ``tau`` outside (0, 1], ``source is target``, different structure: the message names
+    the first mismatching variable; state outside the variables that differs and cannot be copied
+    here: a custom layer's tensor or table, or any such state inside a ``tf.function``). Under a ``tf.distribute`` strategy, call it between steps
     (cross-replica context), as you would restore a checkpoint: replica k of ``target`` receives
     replica k of ``source``.
     """
@@ -257,7 +263,9 @@ def snapshot(model: keras.Model) -> keras.Model:
     (False, True)
 
     Raises ``TypeError`` if ``model`` is not a Keras model or cannot be rebuilt (the message says
-    what to do), and ``ValueError`` if it was never built or its rebuilt copy differs in structure.
+    what to do), and ``ValueError`` if it was never built, its rebuilt copy differs in structure, or
+    it keeps state outside its variables that :func:`sync` cannot copy (a custom layer's tensor or
+    lookup table set outside its config).
     """
     _check_built(model, "model")
     copy = fresh_copy(model)
@@ -320,9 +328,10 @@ def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.opti
     per-example loss is refused when the step is first traced, before any weight changes. The trainable
     variables are read at every call: freezing a layer later retraces the step, it does not keep
     training the layer. With a ``keras.optimizers.LossScaleOptimizer`` (mixed precision) the loss is
-    scaled before the gradient, as Keras' ``fit`` does, and the optimizer unscales. It is a single-device step (for measuring what a copy costs): a model whose
-    variables live in a ``tf.distribute`` strategy is refused; train those with ``fit`` or
-    ``strategy.run``.
+    scaled before the gradient, as Keras' ``fit`` does, and the optimizer unscales. A model that
+    overrides ``compute_loss`` or ``train_step`` is refused (``fit`` would run those). It is a
+    single-device step (for measuring what a copy costs): a model whose variables live in a
+    ``tf.distribute`` strategy is refused; train those with ``fit`` or ``strategy.run``.
 
     >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     >>> step = make_train_step(net, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))

@@ -155,15 +155,19 @@ def evaluate(model: keras.Model, dataset: tf.data.Dataset | ValidationStream, lo
     outputs: a dict keyed by output name or a list with one entry per output, as ``compile`` takes
     them. Keys are unique (``_1``, ``_2`` ... as Keras adds them) and never ``loss`` or ``examples``.
     Results are keyed by name, plus ``examples`` and, with ``return_ids``, ``ids`` (from dict
-    elements). Nothing in the model changes.
+    elements). Nothing in the model changes (but what a layer writes in its own ``call``, as in
+    ``model.evaluate``).
 
     >>> model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
     >>> sorted(evaluate(model, generated_dataset(5, batch_size=4), keras.losses.MeanSquaredError()))
     ['examples', 'loss']
 
-    Raises TypeError for a non-model, non-dataset, bad loss or metric; ValueError for an infinite or
-    empty dataset, a per-example loss (``keras.losses.mean_squared_error``), elements that do not
-    fit the model, or a model, optimizer or metric created in a different strategy scope.
+    Raises TypeError for a non-model, non-dataset, bad loss or metric, sample weights with a plain
+    function; ValueError for an infinite or empty dataset, a per-example loss
+    (``keras.losses.mean_squared_error``) or ``reduction="sum"``, losses, targets or metrics that do
+    not fit the model's outputs, elements that do not fit the model, a model that overrides
+    ``compute_loss`` or ``test_step`` (``evaluate`` would run those), or a model, optimizer or
+    metric created in a different strategy scope.
     """
     check_model(model)
     check_keras_steps(model, "compute_loss", "test_step")
@@ -255,9 +259,10 @@ def train_with_validation(model: keras.Model, optimizer: keras.optimizers.Optimi
 
     Every argument is checked before the first step, so a bad one leaves the model and optimizer
     as they were: TypeError for wrong types; ValueError for ``steps < 1``, ``every < 1``, an
-    infinite or empty ``val_ds``, a per-example loss, elements that do not fit the model, a
-    training batch smaller than the number of replicas, or a model, optimizer or metric created in a
-    different strategy scope. A ``train_ds`` of unknown size that runs out before ``steps`` is found
+    infinite or empty ``val_ds``, a per-example loss, losses or metrics that do not fit the model's
+    outputs, elements that do not fit the model, a model that overrides ``compute_loss``,
+    ``train_step`` or ``test_step``, a training batch smaller than the number of replicas, or a
+    model, optimizer or metric created in a different strategy scope. A ``train_ds`` of unknown size that runs out before ``steps`` is found
     only then (ValueError naming the step; the steps taken stay taken).
     """
     check_model(model)
