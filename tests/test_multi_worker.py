@@ -466,11 +466,12 @@ def test_one_gradient_all_reduce_per_update_and_none_per_micro_batch(accumulatio
     for results in accumulation_results:
         for name, case in results["cases"].items():
             assert case["collectives"]["micro_step"] == [{"ops": {}, "sizes": []}], name
-            # Keras' all-reduce of the gradients + one of 2 numbers (weight, loss). Keras clips on each
-            # replica before its all-reduce, so with clipping replica 0 needs the whole gradient first:
-            # the gradients then cross twice, packed with the 2 numbers (still 2 ops).
+            # Keras' all-reduce of the gradients + one of 3 numbers (the accumulator's total weight, the
+            # window's loss x weight and its weight, for the history). Keras clips on each replica
+            # before its all-reduce, so with clipping replica 0 needs the whole gradient first: the
+            # gradients then cross twice, packed with the 3 numbers (still 2 ops).
             size = case["parameters"]
-            sizes = [size + 2, size] if "clip" in name else [2, size]
+            sizes = [size + 3, size] if "clip" in name else [3, size]
             assert case["collectives"]["update"] == [{"ops": {"CollectiveReduceV2": 2}, "sizes": sorted(sizes)}] * 2, (
                 name, case["collectives"])
 

@@ -12,10 +12,13 @@ holds one micro-batch's activations.
 * :func:`micro_batches`: split one batch into micro-batches of given sizes.
 
 Both functions follow Keras' rules: the trainable variables are read at every call, the loss is
-the one ``fit`` minimises (``loss_fn`` plus ``model.losses``), ``(x, y, sample_weight)`` batches
-are weighted as ``fit`` weights them, a ``LossScaleOptimizer`` scales the loss (mixed precision),
-and a model built in ``strategy.scope()`` is trained over all its replicas. What they cannot do
-right (a per-example loss, an endless dataset, ...) is refused before any state changes.
+the one ``fit`` minimises (one loss per output with ``loss_weights``, plus ``model.losses``),
+``(x, y, sample_weight)`` batches are weighted as ``fit`` weights them, each micro-batch counts as
+much as its loss's denominator (examples, unmasked entries, sample weights), a
+``LossScaleOptimizer`` or ``loss_scale_factor`` scales the loss, and a model built in
+``strategy.scope()`` is trained over all its replicas. What they cannot do right (a loss that does
+not split into micro-batches, a per-example loss, an endless dataset, ...) is refused before any
+state changes.
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import warnings
 import weakref
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import tensorflow as tf
 import keras
 
-from helpers import plumbing, workers
+from helpers import loss_terms, plumbing, workers
+from helpers.accumulation_parts import LossRef, epoch_stream, hashable, split_weight
 from helpers.gradient_accumulator import GradientAccumulator
 from helpers.arguments import require_int
 from helpers.progress import Progress
@@ -75,22 +78,21 @@ class _Loop:
     """The compiled micro-step, update and fused "last micro-step + update" for one model (held
     weakly), one ``loss_fn`` and one set of trainable variables. It alone uses its accumulator."""
 
-    def __init__(self, model: keras.Model, loss_fn: LossFn, strategy: tf.distribute.Strategy):
+    def __init__(self, model: keras.Model, loss: LossRef, strategy: tf.distribute.Strategy):
         self._model = plumbing.WeakModel(model, "this accumulation loop")
-        self._loss = _weak(loss_fn)
+        self.loss = loss
+        self.names = loss_terms.output_names(model)
         self.key = plumbing.trainable_key(model)
         self.variables = list(model.trainable_variables)
         self.strategy = strategy
         self.replicas = strategy.num_replicas_in_sync
         with strategy.scope():
             self.accumulator = GradientAccumulator(self.variables)
-            self.window_loss = tf.Variable(0.0, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
-                                           aggregation=tf.VariableAggregation.SUM)  # this replica's loss x examples
+            # This replica's (loss x weight, weight) in the window, weight being what its loss divides by.
+            self.window_loss = tf.Variable(tf.zeros([2]), trainable=False, aggregation=tf.VariableAggregation.SUM,
+                                           synchronization=tf.VariableSynchronization.ON_READ)
         self._steps: dict = {}  # batch signature -> compiled micro-step
         self._updates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> {signature: fn}
-
-    def loss_fn(self) -> LossFn | None:
-        return self._loss()
 
     @contextlib.contextmanager
     def emptied_on_error(self):
@@ -107,29 +109,31 @@ class _Loop:
 
     @tf.function(input_signature=[])
     def _reset_loss(self):
-        self.window_loss.assign(0.0)
+        self.window_loss.assign(tf.zeros([2]))
 
     def micro_step(self, batch: tuple) -> Callable:
         """Compiled ``(batch, scale) -> None`` that adds to the accumulator and to the window's loss
         (no collective op: each replica keeps its own share until the update)."""
         signature = plumbing.relaxed_signature(batch)
-        if signature not in self._steps:
-            self._steps[signature] = tf.function(self._micro, input_signature=[signature, _SCALAR])
-        return self._steps[signature]
+        key = hashable(signature)
+        if key not in self._steps:
+            self._steps[key] = tf.function(self._micro, input_signature=[signature, _SCALAR])
+        return self._steps[key]
 
     def update(self, optimizer, batch: tuple | None) -> Callable:
         """Compiled update: ``()`` applies the window; with a batch, ``(batch, scale)`` adds it first.
-        Either returns the window's sum of loss x examples over every replica."""
+        Either returns the window's ``(sum of loss x weight, sum of weights)`` over every replica."""
         per_optimizer = self._updates.setdefault(optimizer, {})
         signature = None if batch is None else plumbing.relaxed_signature(batch)
-        if signature not in per_optimizer:
+        key = hashable(signature)
+        if key not in per_optimizer:
             opt = weakref.ref(optimizer)  # the cache must not keep the optimizer alive
             if batch is None:
                 fn = tf.function(lambda: self._apply(opt()), input_signature=[])
             else:
                 fn = tf.function(lambda b, s: self._micro_and_apply(opt(), b, s), input_signature=[signature, _SCALAR])
-            per_optimizer[signature] = fn
-        return per_optimizer[signature]
+            per_optimizer[key] = fn
+        return per_optimizer[key]
 
     def _micro(self, batch, scale):
         if self.replicas == 1:
@@ -154,7 +158,7 @@ class _Loop:
         if self.replicas == 1:
             loss, weight, grads = forward_backward()
         else:  # an empty shard runs no layer (BatchNorm would record NaN statistics)
-            missing: list[int] = []
+            missing = []
 
             def run():
                 loss, weight, grads = forward_backward()
@@ -169,30 +173,19 @@ class _Loop:
             loss, weight = out[0], out[1]
             grads = [None if i in missing else g for i, g in enumerate(out[2:])]
         self.accumulator.add(grads, weight)
-        self.window_loss.assign_add(tf.math.multiply_no_nan(tf.cast(loss, tf.float32), tf.cast(n, tf.float32)))
+        self.window_loss.assign_add(tf.stack([tf.math.multiply_no_nan(tf.cast(loss, tf.float32), weight), weight]))
 
     def _loss_and_weight(self, x, y, sample_weight):
-        """The loss Keras' ``fit`` minimises for this batch, and the batch's weight in the mean."""
-        loss_fn = self._loss()
-        y_pred = self._model()(x, training=True)
-        if getattr(y_pred, "_keras_mask", None) is not None:
-            raise ValueError("the model's output carries a Keras mask: the loss is then a mean over unmasked "
-                             "entries, not over examples, and micro-batch means cannot be weighted by size")
-        loss = plumbing.scalar_loss(loss_fn, y, y_pred, sample_weight) * self._replica_factor(loss_fn, y, y_pred)
-        loss = loss + plumbing.regularization_loss(self._model(), loss.dtype)
-        weight = tf.cast(plumbing.num_examples(x), tf.float32)
-        if sample_weight is not None and getattr(loss_fn, "reduction", None) == "mean_with_sample_weight":
-            weight = tf.reduce_sum(tf.cast(sample_weight, tf.float32))
+        """The loss Keras' ``fit`` minimises for this batch, and the batch's weight in the mean: what
+        the loss divided by (see :func:`helpers.loss_terms.loss_terms`)."""
+        model = self._model()
+        y_pred = model(x, training=True)
+        terms = loss_terms.loss_terms(self.loss.fn(), y, y_pred, sample_weight, loss_weights=self.loss.weights,
+                                      names=self.names)
+        weight = split_weight(terms, loss_terms.call_losses(model))
+        loss = loss_terms.weighted_sum(terms)
+        loss = loss + plumbing.regularization_loss(model, loss.dtype)
         return loss, weight
-
-    def _replica_factor(self, loss_fn, y, y_pred) -> float:
-        """Undo Keras' division by the replica count: a Keras loss object divides its mean by it
-        under a strategy (for ``fit``, which sums over replicas), unless its per-example values
-        are a single number."""
-        if self.replicas == 1 or not isinstance(loss_fn, keras.losses.Loss):
-            return 1.0
-        values = loss_fn.call(tf.cast(y, loss_fn.dtype), tf.cast(y_pred, loss_fn.dtype))  # shape only (pruned)
-        return float(self.replicas) if values.shape.rank else 1.0
 
     def _apply(self, optimizer):
         if self.replicas == 1:
@@ -201,12 +194,13 @@ class _Loop:
         return self.strategy.experimental_local_results(window_loss)[0]  # the same on every replica
 
     def _replica_apply(self, optimizer):
-        """Apply the window's mean gradient and reset; returns the window's loss x examples, all replicas."""
-        grads, (window_loss,) = self.accumulator.gradients_for(optimizer, [self.window_loss.read_value()])
+        """Apply the window's weighted mean gradient and reset; returns the window's (loss x weight,
+        weight) summed over all replicas (in the same all-reduce as the accumulator's total weight)."""
+        grads, window_loss = self.accumulator.gradients_for(optimizer, tf.unstack(self.window_loss.read_value()))
         optimizer.apply_gradients(zip(grads, self.variables))
         self.accumulator.reset()
-        self.window_loss.assign(0.0)
-        return window_loss
+        self.window_loss.assign(tf.zeros([2]))
+        return tf.stack(window_loss)
 
     def _micro_and_apply(self, optimizer, batch, scale):
         self._micro(batch, scale)
@@ -218,31 +212,31 @@ _PER_MODEL = 4  # compiled loops kept per model (different losses or trainable s
 _LOOPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> [_Loop]; loops hold no model
 
 
-def _weak(obj: Any) -> Callable[[], Any]:
-    try:
-        return weakref.ref(obj)
-    except TypeError:
-        return lambda: obj
-
-
-def _loop(model: keras.Model, loss_fn: LossFn, strategy: tf.distribute.Strategy) -> _Loop:
+def _loop(model: keras.Model, loss_fn: Any, loss_weights: Any, strategy: tf.distribute.Strategy) -> _Loop:
     """The cached loop for this model, loss and *current* trainable variables (a new one after a
     layer is frozen or unfrozen)."""
     key, loops = plumbing.trainable_key(model), _LOOPS.setdefault(model, [])
-    same = [old for old in loops if old.key == key and old.loss_fn() is loss_fn and old.strategy is strategy]
-    loop = same[0] if same else _Loop(model, loss_fn, strategy)
+    same = [old for old in loops
+            if old.key == key and old.loss.matches(loss_fn, loss_weights) and old.strategy is strategy]
+    loop = same[0] if same else _Loop(model, LossRef(loss_fn, loss_weights), strategy)
     loops[:] = ([loop] + [old for old in loops if old is not loop])[:_PER_MODEL]
     return loop
 
 
-def _check(model: Any, loss_fn: Any, optimizer: Any) -> tf.distribute.Strategy:
+def _check(model: Any, loss_fn: Any, loss_weights: Any, optimizer: Any) -> tf.distribute.Strategy:
     """Argument checks shared by both functions; returns the strategy the model's variables live in."""
     plumbing.check_model(model)
-    plumbing.check_mean_loss(loss_fn)
+    plumbing.check_keras_steps(model, "compute_loss", "train_step")
+    plumbing.check_mean_loss(loss_fn, loss_weights=loss_weights)
     strategy = plumbing.check_strategy(model, optimizer)
     if not model.trainable_variables:
         raise ValueError(f"model ({model.name!r}) has no trainable variables: build it (call it once on a batch), "
                          "or unfreeze a layer")
+    overwritten = [v.path for v in model.trainable_variables if getattr(v, "overwrite_with_gradient", False)]
+    if overwritten:
+        raise ValueError(f"variable {overwritten[0]!r} has overwrite_with_gradient=True (float8 training): the "
+                         "optimizer writes its 'gradient' into it as a new value, which a mean over micro-batches "
+                         "would change; train this model with fit")
     regularised = [layer.name for layer in _layers(model) if getattr(layer, "activity_regularizer", None)]
     if regularised and not _activity_regularisers_are_means():
         raise ValueError(f"layer {regularised[0]!r} has an activity regulariser, which Keras {keras.__version__} "
@@ -269,46 +263,66 @@ def _traced(*fns: Any) -> None:
     before anything runs."""
     for fn in fns:
         if fn.experimental_get_tracing_count() == 0:
-            fn.get_concrete_function(*fn.input_signature)
+            try:
+                fn.get_concrete_function(*fn.input_signature)
+            except (TypeError, ValueError) as error:
+                raise plumbing.original_error(error) from None
 
 
 def _scale(optimizer: Any) -> Any:
-    """The loss scale for the micro-steps: a LossScaleOptimizer's current scale, else 1."""
+    """The loss scale for the micro-steps, as ``optimizer.scale_loss`` applies it: a
+    LossScaleOptimizer's current scale, an optimizer's ``loss_scale_factor``, else 1."""
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
         return plumbing.tf_variable(optimizer.dynamic_scale) if optimizer.built else float(optimizer.initial_scale)
-    return 1.0
+    factor = getattr(optimizer, "loss_scale_factor", None)
+    return 1.0 if factor is None else float(factor)
+
+
+def _tensor(value: Any) -> Any:
+    return value if isinstance(value, (tf.RaggedTensor, tf.SparseTensor)) else tf.convert_to_tensor(value)
 
 
 def _batch(element: Any, where: str) -> tuple:
     x, y, sample_weight = plumbing.unpack_batch(element, where)
     if plumbing.count_examples(x) == 0:
         raise ValueError(f"{where} has zero examples: drop empty micro-batches")
-    return tuple(tf.nest.map_structure(tf.convert_to_tensor, part) for part in (x, y, sample_weight)
-                 if part is not None)
+    return tuple(tf.nest.map_structure(_tensor, part) for part in (x, y, sample_weight) if part is not None)
 
 
 # --------------------------------------------------------------------------- the functions
 
 
 def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: Iterable[tuple], *,
-                          optimizer: keras.optimizers.Optimizer | None = None) -> list[tf.Tensor | None]:
-    """Gradient of the mean loss over all examples of all ``micro_batches``, one micro-batch at a time.
+                          optimizer: keras.optimizers.Optimizer | None = None,
+                          loss_weights: Any = None) -> list[tf.Tensor | None]:
+    """Gradient of the loss of all ``micro_batches`` together, one micro-batch at a time.
 
-    Each micro-batch's gradient is weighted by its number of examples, so micro-batches of
-    unequal size (5, 5, 2) give the gradient of the concatenated batch. The loss is the one
-    ``fit`` minimises: ``loss_fn`` plus ``model.losses``. Weight regularisers come out exactly as
-    for the full batch; a batch-dependent ``add_loss`` term counts as the size-weighted mean of
-    its micro-batch values (exact for a mean over examples, such as Keras 3.15's activity
-    regularisers; not for a sum over examples or a batch statistic; a Keras that sums activity
-    regularisers, such as 3.13, gets a ``ValueError``). The model runs with ``training=True``
-    (BatchNorm sees one micro-batch). Micro-batches may be ``(x, y)`` or ``(x, y, sample_weight)``
-    (a Keras loss object weights each example, as in ``fit``).
+    The loss is the one ``fit`` minimises for ``compile(loss=loss_fn, loss_weights=loss_weights)``:
+    one loss for every output, or a list or dict with one per output, summed with their weights
+    (:mod:`helpers.loss_terms`), plus ``model.losses``. Each micro-batch's gradient is weighted by
+    what its loss divides by: its number of examples for a plain mean (so micro-batches of 5, 5
+    and 2 give the gradient of the concatenated batch), its unmasked entries for a Keras loss on a
+    masked output or with ``ignore_class``, the sum of its sample weights for
+    ``reduction="mean_with_sample_weight"``. Refused (``ValueError``, while tracing, before
+    anything runs), because no such weight gives the full batch's loss: outputs whose losses
+    divide by different counts, a Keras loss on rank-1 targets and outputs with sample weights or a
+    mask (Keras then weights one number per batch), a plain function on a masked output,
+    ``model.losses`` from the forward pass with a loss that does not divide by examples, a
+    ``reduction="sum"`` or per-example loss; and a model that overrides ``compute_loss`` or
+    ``train_step`` (``fit`` would run those instead). Weight regularisers come out exactly as for the full
+    batch; a batch-dependent ``add_loss`` term counts as the size-weighted mean of its micro-batch
+    values (exact for a mean over examples, such as Keras 3.15's activity regularisers; not for a
+    sum over examples or a batch statistic; a Keras that sums activity regularisers, such as 3.13,
+    gets a ``ValueError``). The model runs with ``training=True`` (BatchNorm sees one
+    micro-batch, Dropout draws masks per micro-batch: neither can equal the full batch). Micro-batches may be ``(x, y)`` or ``(x, y, sample_weight)`` (a Keras loss object
+    weights each example, as in ``fit``); ``x`` and ``y`` may be tensors, ragged tensors, lists or
+    dicts, as ``fit`` takes them.
 
     One gradient per *current* trainable variable (``None`` where the loss does not use it).
-    ``optimizer``: pass a ``LossScaleOptimizer`` to get what ``tape.gradient(optimizer.scale_loss(
-    loss), ...)`` gives for the full batch (scaled; ``apply_gradients`` unscales it); other
-    optimizers change nothing. A model built in ``strategy.scope()`` spreads each micro-batch
-    over the replicas.
+    ``optimizer``: pass one to get what ``tape.gradient(optimizer.scale_loss(loss), ...)`` gives
+    for the full batch (scaled by a ``LossScaleOptimizer``'s scale or a ``loss_scale_factor``;
+    ``apply_gradients`` unscales it); an optimizer that scales nothing changes nothing. A model
+    built in ``strategy.scope()`` spreads each micro-batch over the replicas.
 
     >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     >>> x, y = tf.ones([12, 3]), tf.zeros([12, 1])
@@ -318,14 +332,14 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
     """
     if optimizer is not None:
         plumbing.check_optimizer(optimizer)
-    strategy = _check(model, loss_fn, None)
+    strategy = _check(model, loss_fn, loss_weights, None)
     if isinstance(micro_batches, tuple) and len(micro_batches) in (2, 3) and tf.is_tensor(micro_batches[0]):
         raise TypeError("micro_batches must be a list of (x, y) micro-batches, got a single (x, y) batch")
     batches = [_batch(b, f"micro_batches[{i}]") for i, b in enumerate(micro_batches)]
     if not batches:
         raise ValueError("micro_batches is empty: pass at least one (x, y) micro-batch")
     workers.require_same_batch(strategy, batches[0], "micro_batches")
-    loop = _loop(model, loss_fn, strategy)
+    loop = _loop(model, loss_fn, loss_weights, strategy)
     with strategy.scope(), loop.emptied_on_error():
         scale = _scale(optimizer)
         steps = [loop.micro_step(b) for b in batches]
@@ -339,22 +353,28 @@ def accumulated_gradients(model: keras.Model, loss_fn: LossFn, micro_batches: It
 
 def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer, loss_fn: LossFn,
                       dataset: Iterable[tuple], accumulation_steps: int, *, epochs: int = 1,
-                      steps_per_epoch: int | None = None, verbose: bool = True) -> dict[str, Any]:
+                      steps_per_epoch: int | None = None, verbose: bool = True,
+                      loss_weights: Any = None) -> dict[str, Any]:
     """Train with one optimizer update per ``accumulation_steps`` micro-batches of ``dataset``.
 
-    Each update applies the size-weighted mean gradient of its window (see
-    :func:`accumulated_gradients` for the loss, sample weights, regularisers and strategies).
+    Each update applies the weighted mean gradient of its window (see :func:`accumulated_gradients`
+    for the loss, what weights a micro-batch, what is refused, regularisers and strategies), with
+    ``optimizer.apply_gradients``: clipping, weight decay, constraints, EMA as Keras applies them.
+    An optimizer with ``gradient_accumulation_steps`` and a variable with
+    ``overwrite_with_gradient`` (float8 training) are refused.
     The window restarts at every epoch; when an epoch ends inside a window, the partial window is
     applied as one more update weighted by its own examples, never carried over. With a
     ``LossScaleOptimizer`` each micro-batch's loss is scaled by the current scale and the window
-    is unscaled once; a window with a non-finite gradient changes no weight and lowers the scale.
+    is unscaled once; a window with a non-finite gradient changes no weight and lowers the scale
+    (an optimizer's ``loss_scale_factor`` is applied and undone the same way).
 
     ``dataset``: a finite iterable of micro-batches, read once per epoch. An endless one
     (``.repeat()``) needs ``steps_per_epoch``: then one stream is read for the whole call,
     ``steps_per_epoch`` micro-batches per epoch, as in ``fit``.
 
     Returns ``{"loss": [...], "examples": [...], "updates": int, "partial_updates": int}``,
-    ``loss[k]`` being the mean training loss over the examples of update ``k``.
+    ``loss[k]`` being the training loss of update ``k``'s examples as one batch (what ``fit``
+    reports for that batch: weighted like the gradient).
 
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> data = [(tf.ones([4, 2]), tf.ones([4, 1]))] * 5
@@ -370,12 +390,12 @@ def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     if getattr(optimizer, "gradient_accumulation_steps", None):
         raise ValueError("optimizer already accumulates (gradient_accumulation_steps is set): "
                          "use a plain optimizer, or Keras' built-in accumulation alone")
-    strategy = _check(model, loss_fn, optimizer)
-    stream = _stream(dataset, epochs, steps_per_epoch)
+    strategy = _check(model, loss_fn, loss_weights, optimizer)
+    stream = epoch_stream(dataset, epochs, steps_per_epoch)
     first = next(stream, None)
     if first is None:
         raise ValueError("dataset is empty: it yielded no micro-batch")
-    loop = _loop(model, loss_fn, strategy)
+    loop = _loop(model, loss_fn, loss_weights, strategy)
     history: dict[str, Any] = {"loss": [], "examples": [], "updates": 0, "partial_updates": 0}
     try:
         total = epochs * -(-(steps_per_epoch or len(dataset)) // accumulation_steps)
@@ -385,9 +405,10 @@ def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     with strategy.scope(), loop.emptied_on_error():
         batch = _batch(first[1], f"dataset element {first[0]}")
         workers.require_same_batch(strategy, batch, "dataset")  # several workers: all read the same batches
+        _traced(loop.micro_step(batch))  # the loss's checks, before the optimizer changes
         if not optimizer.built:
             optimizer.build(loop.variables)  # eagerly: Keras creates its variables here
-        _traced(loop.micro_step(batch), loop.update(optimizer, batch))
+        _traced(loop.update(optimizer, batch))
         window: list[int] = []  # examples per micro-batch of the current window
         for index, element, last_of_epoch in itertools.chain([first], stream):
             batch = _batch(element, f"dataset element {index}")
@@ -398,49 +419,11 @@ def train_accumulated(model: keras.Model, optimizer: keras.optimizers.Optimizer,
             if full or last_of_epoch:
                 if not full:
                     window_loss = loop.update(optimizer, None)()
-                examples = sum(window)  # the loss is read once per update: no sync per micro-batch
-                history["loss"].append(float(window_loss) / examples)
-                history["examples"].append(examples)
+                loss_sum, total_weight = window_loss.numpy().tolist()  # read once per update: no sync per micro-batch
+                history["loss"].append(loss_sum / total_weight if total_weight else 0.0)
+                history["examples"].append(sum(window))
                 history["updates"] += 1
                 history["partial_updates"] += int(not full)
                 bar.update(history["updates"], loss=history["loss"][-1])
                 window = []
     return history
-
-
-def _stream(dataset: Any, epochs: int, steps_per_epoch: int | None):
-    """Yields ``(index, element, last_of_epoch)`` for every micro-batch of the whole training."""
-    plumbing.check_finite(dataset, steps=steps_per_epoch)
-    if isinstance(dataset, (tf.Tensor, str, bytes)) or not isinstance(dataset, Iterable):
-        raise TypeError(f"dataset must be an iterable of (x, y) micro-batches, got {type(dataset).__name__}")
-    if isinstance(dataset, Iterator) and epochs > 1 and steps_per_epoch is None:
-        raise ValueError("dataset is an iterator, which can be read only once: pass a list or a tf.data.Dataset "
-                         "for several epochs, or steps_per_epoch")
-    if steps_per_epoch is not None and isinstance(dataset, tf.data.Dataset):
-        size = int(dataset.cardinality())
-        if size >= 0 and size < epochs * steps_per_epoch:
-            raise ValueError(f"dataset holds {size} micro-batches, fewer than epochs x steps_per_epoch = "
-                             f"{epochs * steps_per_epoch}: repeat it (.repeat()) or lower steps_per_epoch")
-    return _elements(dataset, epochs, steps_per_epoch)
-
-
-def _elements(dataset, epochs, steps_per_epoch):
-    shared = iter(dataset) if steps_per_epoch is not None else None
-    for epoch in range(epochs):
-        source = shared if shared is not None else iter(dataset)
-        previous, index = None, 0
-        for index, element in enumerate(source):
-            if previous is not None:
-                yield previous[0], previous[1], False
-            previous = (index, element)
-            if steps_per_epoch is not None and index + 1 == steps_per_epoch:
-                break
-        if previous is None:
-            if epoch == 0:
-                return
-            raise ValueError(f"dataset yielded no micro-batch in epoch {epoch + 1}")
-        yield previous[0], previous[1], True
-        if steps_per_epoch is not None and index + 1 < steps_per_epoch:
-            warnings.warn(f"dataset ran out after {index + 1} of {steps_per_epoch} micro-batches in epoch "
-                          f"{epoch + 1}: training stops there", RuntimeWarning, stacklevel=3)
-            return

@@ -11,7 +11,8 @@ out the window index, so one tensor ``x`` gave a new batch at every ``session.ru
 * Layout: :func:`ptb_layout` (stream length, batches per epoch, tokens left unused), :func:`as_token_ids`.
 * Pipeline: :func:`ptb_batches` (tf.data). The TF1 queue version is :class:`helpers.tf1.QueuePipeline`.
 * Stateful RNNs: :func:`reset_stateful` (Keras 3 models have no ``reset_states``), :func:`stream_loss`.
-* Cost: :func:`batch_checksum` and :class:`Checksum` (a stand-in for a training step).
+* Cost: :func:`batch_checksum` and :class:`Checksum` (a stand-in for a training step; defined in
+  :mod:`helpers.checksum`, importable from here).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import tensorflow as tf
 import keras
 
 from helpers.arguments import require_int
+from helpers.checksum import Checksum, batch_checksum  # noqa: F401  (split off; part of this module's API)
 from helpers.plumbing import check_dataset, check_finite, check_model
 
 __all__ = [
@@ -372,95 +374,3 @@ def stream_loss(model: keras.Model, dataset: tf.data.Dataset, *, reset_every_bat
     if not losses:
         raise ValueError("dataset is empty: it holds no batch")
     return float(np.mean(losses))
-
-
-# --------------------------------------------------------------------------- cost
-
-
-def batch_checksum(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-    """``sum(x) + 2 * sum(y)`` as an int64 scalar: reads every token of a batch (works in TF1 graphs too).
-
-    >>> int(batch_checksum(tf.constant([[1, 2]]), tf.constant([[2, 3]])))
-    13
-    """
-    x = tf.cast(x, tf.int64)
-    y = tf.cast(y, tf.int64)
-    return tf.reduce_sum(x) + 2 * tf.reduce_sum(y)
-
-
-_BATCH = tf.TensorSpec([None, None], tf.int32)
-
-
-class Checksum:
-    """A stand-in training step: add :func:`batch_checksum` of each batch to a variable.
-
-    ``step(x, y)`` is compiled once for every batch shape (its ``input_signature`` has ``None``
-    dimensions) and is called from a Python loop; ``loop(dataset)`` runs the whole loop inside one
-    ``tf.function`` (one trace per dataset element spec). It loops over ``iter(dataset)``, which
-    AutoGraph compiles to a ``While`` loop: the step stays in the compiled function, where a GPU can
-    run it; ``for x, y in dataset`` would become a tf.data reduction, run on the host.
-
-    >>> counter = Checksum()
-    >>> counter.run_python_loop(ptb_batches(range(20), 2, 3), num_batches=3) == counter.run_in_graph(
-    ...     ptb_batches(range(20), 2, 3), num_batches=3)
-    True
-    """
-
-    def __init__(self) -> None:
-        self.total = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.step = tf.function(self._step, input_signature=[_BATCH, _BATCH])
-        self.loop = tf.function(self._loop)
-
-    def _step(self, x: tf.Tensor, y: tf.Tensor) -> None:
-        self.total.assign_add(batch_checksum(x, y))
-
-    def _loop(self, dataset: tf.data.Dataset) -> None:
-        for x, y in iter(dataset):  # a While loop over an iterator, not a tf.data reduction
-            self._step(x, y)
-
-    @property
-    def value(self) -> int:
-        """The running total, as a Python int."""
-        return int(self.total.numpy())
-
-    @staticmethod
-    def _check(dataset: Any, num_batches: Any) -> int:
-        check_dataset(dataset)
-        spec = dataset.element_spec
-        if not (isinstance(spec, tuple) and len(spec) == 2 and all(_BATCH.is_compatible_with(s) for s in spec)):
-            raise TypeError(f"dataset must yield (x, y) pairs of int32 matrices, as ptb_batches does; got {spec}")
-        return require_int("num_batches", num_batches, minimum=1)
-
-    def run_python_loop(self, dataset: tf.data.Dataset, num_batches: int) -> int:
-        """Reset, then call the compiled ``step`` on ``num_batches`` batches from a Python ``for`` loop."""
-        num_batches = self._check(dataset, num_batches)
-        self.total.assign(0)
-        for x, y in dataset.take(num_batches):
-            self.step(x, y)
-        return self.value
-
-    def run_in_graph(self, dataset: tf.data.Dataset, num_batches: int) -> int:
-        """Reset, then run the loop over ``num_batches`` batches inside one ``tf.function`` call."""
-        num_batches = self._check(dataset, num_batches)
-        self.total.assign(0)
-        self.loop(dataset.take(num_batches))
-        return self.value
-
-    def run_as_reduction(self, dataset: tf.data.Dataset, num_batches: int) -> int:
-        """Reset, then add up ``num_batches`` checksums with ``dataset.reduce``: one tf.data op.
-
-        What ``for x, y in dataset`` inside a ``tf.function`` compiles to. The step runs as a
-        tf.data function, on the host's CPU even on a GPU machine: fine for this checksum, not for a
-        model step (use :meth:`run_in_graph`).
-
-        >>> Checksum().run_as_reduction(ptb_batches(range(20), 2, 3), num_batches=3) == Checksum(
-        ...     ).run_in_graph(ptb_batches(range(20), 2, 3), num_batches=3)
-        True
-        """
-        num_batches = self._check(dataset, num_batches)
-        self.total.assign(dataset.take(num_batches).reduce(tf.constant(0, tf.int64), _add_checksum))
-        return self.value
-
-
-def _add_checksum(total: tf.Tensor, batch: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
-    return total + batch_checksum(*batch)

@@ -27,8 +27,8 @@ import tensorflow as tf
 import keras
 
 from helpers.arguments import require_int
-from helpers.plumbing import (WeakModel, check_loss_fn, check_model, count_examples, relaxed_signature,
-                              total_loss, trainable_key, unpack_batch)
+from helpers.plumbing import (WeakModel, check_keras_steps, check_loss_fn, check_model, count_examples,
+                              original_error, relaxed_signature, total_loss, trainable_key, unpack_batch)
 
 __all__ = [
     "LossAndGradient", "shared_loss_and_gradient", "BatchObjective", "minimize_on_batch", "CountingIterator",
@@ -52,20 +52,19 @@ def _refuse_strategy(what: str) -> None:
             "`strategy.scope()` (a model built inside the scope works outside it)")
 
 
-def _original_error(error: Exception) -> Exception:
-    """The error raised in our code while tracing, without AutoGraph's "in user code" wrapping."""
-    context = error.__context__
-    if hasattr(error, "ag_error_metadata") and type(context) is type(error):
-        return context
-    return error
+_WRITES = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ResourceScatterUpdate",
+           "ResourceScatterAdd", "ResourceScatterNdUpdate", "ResourceScatterNdAdd"}
 
 
 class LossAndGradient:
     """Compiled ``(x, y[, sample_weight]) -> (loss, [gradient per trainable variable])``.
 
-    The loss is what Keras minimises for ``model`` compiled with ``loss_fn``: the batch mean of
-    ``loss_fn`` plus ``model.losses`` (regularisers), with ``training=False`` so that the same
-    parameters and batch always give the same loss, even with Dropout or BatchNorm.
+    The loss is what Keras minimises for ``model`` compiled with ``loss_fn`` (and
+    ``loss_weights``): the batch mean of ``loss_fn`` (one loss per output, or a list or dict of
+    them, as :mod:`helpers.loss_terms` lays them out) plus ``model.losses`` (regularisers), with
+    ``training=False`` so that the same parameters and batch always give the same loss, even with
+    Dropout or BatchNorm. A model that overrides ``compute_loss`` is refused (Keras would
+    minimise that instead).
 
     With ``relaxed=True`` (default) the input signature is taken from the first batch with every
     dimension but the last left open, so batches of any size and atom count share **one** trace.
@@ -74,7 +73,9 @@ class LossAndGradient:
     The model's trainable variables are read at every call: after a layer is frozen or unfrozen,
     the next call traces once for the new set, and the gradients are always one per *current*
     trainable variable. A loss that returns one value per example is refused (``ValueError``
-    naming it) when the function is traced, before anything runs.
+    naming it) when the function is traced, before anything runs; so is a model that writes its
+    own variables in inference (a custom layer updating its state in ``call``): the loss at one
+    point would change from call to call.
 
     >>> from helpers.molecules import PerAtomEnergy, molecule_dataset
     >>> model = PerAtomEnergy(hidden=4)
@@ -85,14 +86,15 @@ class LossAndGradient:
     (1, True)
     """
 
-    def __init__(self, model: keras.Model, loss_fn: Callable, *, relaxed: bool = True):
+    def __init__(self, model: keras.Model, loss_fn: Callable, *, relaxed: bool = True, loss_weights: Any = None):
         check_model(model)
-        check_loss_fn(loss_fn)
+        check_keras_steps(model, "compute_loss")
+        check_loss_fn(loss_fn, loss_weights=loss_weights)
         if not isinstance(relaxed, bool):
             raise TypeError(f"relaxed must be True or False, got {type(relaxed).__name__}")
         self._model_ref = WeakModel(model, "this LossAndGradient")
         self._model: keras.Model | None = model  # None when the shared cache holds it (weakly)
-        self.loss_fn, self.relaxed = loss_fn, relaxed
+        self.loss_fn, self.relaxed, self.loss_weights = loss_fn, relaxed, loss_weights
         self._functions: dict[tuple, Any] = {}  # (trainable set, weighted?) -> compiled function
         self._signatures: dict[tuple, Any] = {}
 
@@ -104,7 +106,8 @@ class LossAndGradient:
         model = self.model
         variables = model.trainable_variables
         with tf.GradientTape() as tape:
-            loss = total_loss(model, self.loss_fn, y, model(x, training=False), sample_weight)
+            loss = total_loss(model, self.loss_fn, y, model(x, training=False), sample_weight,
+                              loss_weights=self.loss_weights)
         grads = tape.gradient(loss, variables)
         return loss, [tf.zeros_like(v) if g is None else g for g, v in zip(grads, variables)]
 
@@ -122,9 +125,14 @@ class LossAndGradient:
             else:
                 fn = tf.function(self._loss_and_gradients)
             try:
-                fn.get_concrete_function(*args)  # trace now: a bad loss fails here, before any evaluation
+                concrete = fn.get_concrete_function(*args)  # trace now: a bad loss fails here, before any evaluation
             except (TypeError, ValueError) as error:
-                raise _original_error(error) from None
+                raise original_error(error) from None
+            writes = sorted({op.type for op in concrete.graph.get_operations() if op.type in _WRITES})
+            if writes:
+                raise ValueError(f"model {model.name!r} writes its own variables when it is called with "
+                                 f"training=False ({', '.join(writes)}: a layer that updates its state in call), so "
+                                 "the loss at the same parameters would change from one evaluation to the next")
             self._functions[key] = fn
         if self.relaxed:
             self._check_compatible(key, args)
@@ -161,7 +169,7 @@ class LossAndGradient:
 _shared: "weakref.WeakKeyDictionary[keras.Model, dict[int, LossAndGradient]]" = weakref.WeakKeyDictionary()
 
 
-def shared_loss_and_gradient(model: keras.Model, loss_fn: Callable) -> LossAndGradient:
+def shared_loss_and_gradient(model: keras.Model, loss_fn: Callable, *, loss_weights: Any = None) -> LossAndGradient:
     """The one :class:`LossAndGradient` for this model and loss, reused across batches.
 
     :class:`BatchObjective` uses it, so that optimising on batch after batch traces once. The cache
@@ -175,9 +183,10 @@ def shared_loss_and_gradient(model: keras.Model, loss_fn: Callable) -> LossAndGr
     check_model(model)
     check_loss_fn(loss_fn)
     per_loss = _shared.setdefault(model, {})
-    cached = per_loss.get(id(loss_fn))
+    key = (id(loss_fn), repr(loss_weights))
+    cached = per_loss.get(key)
     if cached is None or cached.loss_fn is not loss_fn:
-        cached = per_loss[id(loss_fn)] = LossAndGradient(model, loss_fn)
+        cached = per_loss[key] = LossAndGradient(model, loss_fn, loss_weights=loss_weights)
         cached._model = None  # weak only: a value that held its key would keep the model alive forever
     return cached
 
@@ -203,7 +212,9 @@ class BatchObjective:
     The batch is never taken from an iterator here: the caller dequeues it once.
 
     Checked when it is made, before the model changes: the batch (empty, NaN, x and y of different
-    lengths), the loss (a per-example loss is refused), ``compiled`` (made for this model and loss).
+    lengths), the loss (a per-example loss is refused), ``compiled`` (made for this model and loss),
+    and the variables: a variable with a ``constraint`` is refused, since a Keras optimizer applies
+    it after every step and SciPy, moving the weights itself, would not.
     The parameter vector is fixed when it is made: if a layer is frozen or unfrozen afterwards, a
     call raises ``ValueError`` (make a new objective). A non-finite loss or gradient raises
     ``FloatingPointError`` and puts the model back at the last point that gave a finite loss.
@@ -221,7 +232,7 @@ class BatchObjective:
     """
 
     def __init__(self, model: keras.Model, loss_fn: Callable, batch: Any, *,
-                 compiled: LossAndGradient | None = None):
+                 compiled: LossAndGradient | None = None, loss_weights: Any = None):
         check_model(model)
         check_loss_fn(loss_fn)
         _refuse_strategy("BatchObjective")
@@ -238,17 +249,22 @@ class BatchObjective:
         if problem:
             raise ValueError(f"batch {problem}: the loss would be NaN at every point; clean the data")
         if compiled is None:
-            compiled = shared_loss_and_gradient(model, loss_fn)
+            compiled = shared_loss_and_gradient(model, loss_fn, loss_weights=loss_weights)
         elif not isinstance(compiled, LossAndGradient):
             raise TypeError(f"compiled must be a LossAndGradient, got {type(compiled).__name__}")
-        elif compiled.model is not model or compiled.loss_fn is not loss_fn:
-            raise ValueError("compiled was made for another model or loss_fn: pass "
+        elif compiled.model is not model or compiled.loss_fn is not loss_fn or compiled.loss_weights != loss_weights:
+            raise ValueError("compiled was made for another model, loss_fn or loss_weights: pass "
                              "LossAndGradient(model, loss_fn) for this model and loss")
         compiled.prepare(*self.batch)  # builds the model and traces: a per-example loss is refused here
         self.model, self.loss_fn, self.compiled = model, loss_fn, compiled
         self.variables = list(model.trainable_variables)
         if not self.variables:
             raise ValueError(f"model {model.name!r} has no trainable variables to optimise")
+        constrained = [v for v in self.variables if getattr(v, "constraint", None) is not None]
+        if constrained:
+            raise ValueError(f"variable {constrained[0].path!r} has a constraint, which a Keras optimizer applies "
+                             "after every step; SciPy moves the weights itself and would leave the constraint "
+                             "behind: remove it, or train this model with a Keras optimizer")
         self._key = trainable_key(model)
         self.shapes = [tuple(v.shape) for v in self.variables]
         self.size = sum(math.prod(s) for s in self.shapes)
@@ -318,11 +334,13 @@ def minimize_on_batch(
     max_iterations: int = 50,
     *,
     compiled: LossAndGradient | None = None,
+    loss_weights: Any = None,
 ):
     """Minimise the loss on one batch with ``scipy.optimize.minimize``; leave the model at SciPy's last iterate.
 
     The loss is ``loss_fn`` plus ``model.losses``, as Keras minimises (see :class:`LossAndGradient`);
-    only the model's trainable variables move. Every argument is checked before the model changes.
+    only the model's trainable variables move. Every argument is checked before the model changes
+    (see :class:`BatchObjective`: a constrained variable is refused).
     Returns SciPy's ``OptimizeResult`` with two extra fields: ``objective`` (the
     :class:`BatchObjective`, with its evaluation count and loss history) and ``iterates``
     (the evaluation number at which each accepted iterate was reached).
@@ -339,7 +357,7 @@ def minimize_on_batch(
     if not isinstance(method, str):
         raise TypeError(f"method must be the name of a SciPy method such as 'L-BFGS-B', got {type(method).__name__}")
     require_int("max_iterations", max_iterations, minimum=1)
-    objective = BatchObjective(model, loss_fn, batch, compiled=compiled)
+    objective = BatchObjective(model, loss_fn, batch, compiled=compiled, loss_weights=loss_weights)
     iterates: list[int] = []
     result = minimize(objective, objective.initial_params(), jac=True, method=method,
                       options={"maxiter": max_iterations},

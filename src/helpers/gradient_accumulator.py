@@ -27,9 +27,11 @@ class GradientAccumulator:
     loss over all the examples, as if they had been one batch. A weight of 0 adds nothing (an
     empty micro-batch or replica shard, whose gradient may be NaN).
 
-    A ``None`` gradient counts as zero. A variable that never received a gradient (the loss does
-    not use it) gets ``None`` from ``result()``, so ``apply_gradients`` leaves it alone as Keras
-    does for one batch: no momentum, no weight decay.
+    A ``None`` gradient counts as zero. A variable that received no gradient since the last
+    ``reset()`` (the loss does not use it) gets ``None`` from ``result()``, so ``apply_gradients``
+    leaves it alone as Keras does for one batch: no momentum, no weight decay. Inside a
+    ``tf.function`` a ``None`` must be known when the function is traced: there ``result()`` gives
+    ``None`` to a variable that no traced ``add`` ever gave a gradient, and a tensor to the others.
 
     Mixed precision: add the gradients of ``optimizer.scale_loss(loss)`` (a
     ``LossScaleOptimizer``) and pass ``result()`` to ``optimizer.apply_gradients``, which unscales
@@ -37,10 +39,10 @@ class GradientAccumulator:
 
     Under ``tf.distribute.MirroredStrategy`` or ``MultiWorkerMirroredStrategy``: create it in
     ``strategy.scope()``; call ``add`` inside ``strategy.run`` with the replica's own example count
-    (an empty shard adds 0; no collective op); ``result()`` is the weighted mean over every
-    replica in either context. A Keras optimizer applies in a replica context and sums what the
-    replicas give it: :meth:`gradients_for` says what each gives, with one all-reduce per update
-    (two for a clipping or loss-scaling optimizer). Use a plain mean as the loss: Keras loss
+    (or what its share's loss divides by; an empty shard adds 0; no collective op); ``result()`` is
+    the weighted mean over every replica in either context. A Keras optimizer applies in a replica
+    context and sums what the replicas give it: :meth:`gradients_for` says what each gives, with
+    one all-reduce per update (two for a clipping or loss-scaling optimizer). Use a plain mean as the loss: Keras loss
     objects divide by the replica count there (for ``fit``)::
 
         def replica_step(x, y):                              # strategy.run(replica_step, args=batch)
@@ -83,9 +85,14 @@ class GradientAccumulator:
         # Every replica adds once per micro-step, so the first replica's count is the global count.
         self._count = tf.Variable(0, dtype=tf.int64, name="accumulated_count",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, **on_read)
-        self._received = [False] * len(variables)  # structural: did any add bring a tensor here?
+        # Gradients each variable received since the last reset (read eagerly by result()), and whether
+        # any traced add ever brought one (what result() can know inside a tf.function).
+        self._seen = tf.Variable(tf.zeros([len(variables)], tf.int64), name="accumulated_seen",
+                                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA, **on_read)
+        self._received = [False] * len(variables)
         specs = [tf.TensorSpec(v.shape, _sum_dtype(v)) for v in variables]
-        self._add_fn = tf.function(self._add, input_signature=[specs, tf.TensorSpec([], tf.float32)])
+        self._add_fn = tf.function(self._add, input_signature=[
+            specs, tf.TensorSpec([], tf.float32), tf.TensorSpec([len(variables)], tf.int64)])
         self._reset_fn = tf.function(self._reset, input_signature=[])
 
     @property
@@ -113,8 +120,9 @@ class GradientAccumulator:
         if not tf.is_tensor(weight) or tf.executing_eagerly():
             if not float(weight) >= 0:
                 raise ValueError(f"weight must be >= 0 (the micro-batch's number of examples), got {float(weight):g}")
-        filled = []
+        filled, present = [], []
         for i, (g, v) in enumerate(zip(gradients, self.variables)):
+            present.append(g is not None)
             if g is None:
                 filled.append(tf.zeros(v.shape, _sum_dtype(v)))
                 continue
@@ -122,21 +130,23 @@ class GradientAccumulator:
             if not g.shape.is_compatible_with(v.shape):
                 raise ValueError(f"gradients[{i}] has shape {g.shape} but variable {_name(v)} has shape "
                                  f"{v.shape}: the gradients do not match the variables")
-            self._received[i] = True
             filled.append(tf.cast(g, _sum_dtype(v)))
-        weight = tf.cast(weight, tf.float32)
+        self._received = [old or new for old, new in zip(self._received, present)]
+        weight, present = tf.cast(weight, tf.float32), tf.constant(present, tf.int64)
         if tf.inside_function():
-            self._add(filled, weight)  # already compiled: inline the ops, no nested function call
+            self._add(filled, weight, present)  # already compiled: inline the ops, no nested function call
         else:
-            self._add_fn(filled, weight)
+            self._add_fn(filled, weight, present)
 
     def result(self) -> list[tf.Tensor | None]:
         """The weighted mean of the gradients added since the last reset (zeros if none were);
-        ``None`` for a variable that never received a gradient."""
-        seen = self._received
-        total, *sums = _replica_sums([self._total] + [s for s, received in zip(self._sums, seen) if received])
+        ``None`` for a variable that received no gradient since then (inside a ``tf.function``: that
+        no traced ``add`` ever gave one). In a replica context, the sums and the total weight cross
+        replicas in one all-reduce."""
+        received = self._window_received()
+        total, *sums = _replica_sums([self._total] + [s for s, seen in zip(self._sums, received) if seen])
         safe, sums = tf.where(total > 0, total, tf.ones_like(total)), iter(sums)
-        return [tf.cast(next(sums) / safe, v.dtype) if received else None for v, received in zip(self.variables, seen)]
+        return [_mean(next(sums), safe, v.dtype) if seen else None for v, seen in zip(self.variables, received)]
 
     def gradients_for(self, optimizer: Any,
                       extra: Sequence[Any] = ()) -> tuple[list[tf.Tensor | None], list[tf.Tensor]]:
@@ -150,6 +160,12 @@ class GradientAccumulator:
         ``LossScaleOptimizer`` checks their finiteness, on each replica *before* that sum: for
         those, the sums go through one more all-reduce, replica 0 hands the whole mean and the others
         ``mean * 0`` (NaN if the mean is not finite, so that every worker skips the window alike).
+
+        The weights are whatever ``add`` was given: a loss that divides by unmasked entries or by
+        the sum of its sample weights adds each replica's share with that denominator, and the
+        total weight is their sum over every replica and micro-batch. ``None`` follows
+        :meth:`result`'s rule, decided alike on every replica (the same traced ``add`` calls, or the
+        same per-window counts), so every worker applies the same variables.
         """
         context = tf.distribute.get_replica_context()
         extra = [tf.cast(e, tf.float32) for e in extra]
@@ -157,7 +173,7 @@ class GradientAccumulator:
             if context is None and tf.distribute.get_strategy().num_replicas_in_sync > 1:
                 raise RuntimeError("gradients_for() needs a replica context: call it inside strategy.run")
             return self.result(), extra
-        present = [i for i, seen in enumerate(self._received) if seen]
+        present = [i for i, seen in enumerate(self._window_received()) if seen]
         whole = isinstance(optimizer, keras.optimizers.LossScaleOptimizer) or any(
             getattr(optimizer, name, None) is not None for name in ("clipnorm", "clipvalue", "global_clipnorm"))
         sums = [self._sums[i].read_value() for i in present]
@@ -167,11 +183,21 @@ class GradientAccumulator:
         total = tf.where(total > 0, total, tf.ones_like(total))
         if whole:
             first = tf.cast(tf.equal(context.replica_id_in_sync_group, 0), tf.float32)
-            sums = [s / total * first for s in reduced[:-1]]
+            sums = [s / tf.cast(total, s.dtype) * tf.cast(first, s.dtype) for s in reduced[:-1]]
         else:
-            sums = [s / total for s in sums]
+            sums = [s / tf.cast(total, s.dtype) for s in sums]
         share = dict(zip(present, sums))
         return [tf.cast(share[i], v.dtype) if i in share else None for i, v in enumerate(self.variables)], extra
+
+    def _window_received(self) -> list[bool]:
+        """Which variables get a gradient (the others ``None``). Eagerly: those that received one
+        since the last ``reset()`` (a per-window count, the same on every replica). Inside a
+        ``tf.function`` a ``None`` is part of the traced graph: those that any traced ``add``
+        ever gave one (a variable the loss never uses stays ``None``; one used in some windows
+        only gets a zero gradient in the others)."""
+        if tf.inside_function():
+            return list(self._received)
+        return [bool(k) for k in self._seen.read_value().numpy()]
 
     def reset(self) -> None:
         """Set the sums, the total weight and the count back to zero."""
@@ -182,23 +208,29 @@ class GradientAccumulator:
         calls. Called from inside a ``tf.function``, ``add`` adds its ops to that function instead."""
         return self._add_fn.experimental_get_tracing_count()
 
-    def _add(self, gradients, weight):
+    def _add(self, gradients, weight, present):
         tf.debugging.assert_non_negative(weight, message="weight must be >= 0 (the micro-batch's examples)")
         for s, g in zip(self._sums, gradients):
-            s.assign_add(tf.math.multiply_no_nan(g, weight))  # weight 0 adds 0, even to a NaN
+            s.assign_add(tf.math.multiply_no_nan(g, tf.cast(weight, g.dtype)))  # weight 0 adds 0, even to a NaN
         self._total.assign_add(weight)
         self._count.assign_add(1)
+        self._seen.assign_add(present)
 
     def _reset(self):
         for s in self._sums:
             s.assign(tf.zeros_like(s))
         self._total.assign(0.0)
         self._count.assign(0)
+        self._seen.assign(tf.zeros_like(self._seen))
 
 
 def _sum_dtype(variable) -> tf.DType:
     dtype = tf.as_dtype(variable.dtype)
     return tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
+
+
+def _mean(total_sum: tf.Tensor, total_weight: tf.Tensor, dtype: Any) -> tf.Tensor:
+    return tf.cast(total_sum / tf.cast(total_weight, total_sum.dtype), dtype)
 
 
 def _name(variable) -> str:

@@ -3,11 +3,13 @@
 * Input signatures that trace once for every batch size: :func:`relaxed_spec`, :func:`relaxed_signature`.
 * Examples in a batch: :func:`num_examples` (a tensor, in graphs), :func:`count_examples` (a Python int).
 * Batches the Keras way: :func:`unpack_batch` reads ``(x, y)`` and ``(x, y, sample_weight)``.
-* Argument checks that name the argument: :func:`check_model`, :func:`check_loss_fn`,
+* Argument checks that name the argument: :func:`check_model`, :func:`check_keras_steps` (a model
+  that overrides ``compute_loss``/``train_step``/``test_step``), :func:`check_loss_fn`,
   :func:`check_optimizer`, :func:`check_dataset`, :func:`check_finite`.
-* The loss the way Keras counts it: :func:`scalar_loss` refuses a per-example loss,
-  :func:`regularization_loss` sums ``model.losses``, :func:`total_loss` adds the two;
-  :func:`check_mean_loss` refuses a Keras loss that sums over the batch where means are weighted.
+* The loss the way Keras counts it, one term per output (defined in :mod:`helpers.loss_terms`,
+  importable from here): :func:`scalar_loss` refuses a per-example loss, :func:`regularization_loss`
+  sums ``model.losses``, :func:`total_loss` adds the two; :func:`check_mean_loss` refuses a Keras
+  loss that sums over the batch where means are weighted.
 * Strategies: :func:`strategy_of` (where a model's variables were created), :func:`check_strategy`
   (the current scope, the optimizer and the metrics agree with the model's strategy).
 * Models: :func:`trainable_key` (changes when a layer is frozen or unfrozen), :func:`tf_variable`,
@@ -22,20 +24,24 @@ models are Keras 3 models.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from typing import Any
 
 import tensorflow as tf
 import keras
 
+# The loss as Keras counts it lives in helpers.loss_terms (one term per output); these names stay here too.
+from helpers.loss_terms import (
+    MEAN_REDUCTIONS, check_loss_fn, check_mean_loss, loss_name, num_examples, regularization_loss, scalar_loss,
+    total_loss,
+)
+
 __all__ = [
     "relaxed_spec", "relaxed_signature", "num_examples", "count_examples", "unpack_batch",
-    "check_model", "check_loss_fn", "check_optimizer", "check_dataset", "check_finite",
+    "check_model", "check_keras_steps", "original_error", "check_loss_fn", "check_optimizer", "check_dataset", "check_finite",
     "scalar_loss", "regularization_loss", "total_loss", "trainable_key", "tf_variable",
     "wait_for_device", "loss_name", "check_mean_loss", "WeakModel", "MEAN_REDUCTIONS", "strategy_of", "check_strategy",
 ]
 
-# Keras loss reductions that return the batch mean (a sample-weighted mean divides by the batch size).
-MEAN_REDUCTIONS = ("sum_over_batch_size", "mean", "mean_with_sample_weight")
 
 
 # --------------------------------------------------------------------------- input signatures
@@ -82,21 +88,6 @@ def relaxed_signature(structure: Any, *, keep: str = "inner") -> Any:
 
 
 # --------------------------------------------------------------------------- examples and batches
-
-
-def num_examples(x: Any) -> tf.Tensor:
-    """Number of examples in ``x`` as an int64 tensor (first input's leading dimension; rows of a
-    ragged tensor). Works in graphs.
-
-    >>> int(num_examples(tf.zeros([5, 3])))
-    5
-    >>> int(num_examples({"a": tf.ragged.constant([[1], [2, 3]])}))
-    2
-    """
-    first = tf.nest.flatten(x, expand_composites=False)[0]
-    if isinstance(first, tf.RaggedTensor):
-        return tf.cast(first.nrows(), tf.int64)
-    return tf.shape(first, out_type=tf.int64)[0]
 
 
 def count_examples(x: Any) -> int:
@@ -154,12 +145,33 @@ def check_model(model: Any, name: str = "model", *, built: bool = False) -> kera
     return model
 
 
-def check_loss_fn(loss_fn: Any, name: str = "loss_fn") -> Callable:
-    """``loss_fn`` if callable as ``loss_fn(y_true, y_pred)``, else a ``TypeError`` naming it."""
-    if not callable(loss_fn) or isinstance(loss_fn, type):
-        raise TypeError(f"{name} must be callable as {name}(y_true, y_pred), such as "
-                        f"keras.losses.MeanSquaredError(); got {type(loss_fn).__name__}")
-    return loss_fn
+def check_keras_steps(model: keras.Model, *methods: str, name: str = "model") -> None:
+    """Refuse a model that overrides one of ``methods`` (``compute_loss``, ``train_step``,
+    ``test_step``): ``fit``/``evaluate`` would run the model's own version, while the helpers run
+    their own step with ``loss_fn`` and ``model.losses``, and would silently compute something else.
+
+    >>> class Custom(keras.Model):
+    ...     def compute_loss(self, *args, **kwargs):
+    ...         return super().compute_loss(*args, **kwargs) * 2
+    >>> check_keras_steps(Custom(), "compute_loss", "train_step")
+    Traceback (most recent call last):
+    ...
+    ValueError: model Custom overrides compute_loss, which Keras' fit/evaluate run instead of its own; the helpers compute loss_fn plus model.losses themselves and would not follow it: use fit/evaluate, or move that logic into a loss or an add_loss
+    """
+    for method in methods:
+        if getattr(type(model), method, None) is not getattr(keras.Model, method):
+            raise ValueError(f"{name} {type(model).__name__} overrides {method}, which Keras' fit/evaluate run instead "
+                             "of its own; the helpers compute loss_fn plus model.losses themselves and would not "
+                             "follow it: use fit/evaluate, or move that logic into a loss or an add_loss")
+
+
+def original_error(error: Exception) -> Exception:
+    """The error a helper raised while a ``tf.function`` was traced, without AutoGraph's "in user
+    code" wrapping (its message starts with the traceback AutoGraph adds, not with what is wrong)."""
+    context = error.__context__
+    if hasattr(error, "ag_error_metadata") and type(context) is type(error):
+        return context
+    return error
 
 
 def check_optimizer(optimizer: Any, name: str = "optimizer") -> keras.optimizers.Optimizer:
@@ -198,88 +210,6 @@ def check_finite(dataset: Any, name: str = "dataset", *, steps: int | None = Non
                          "pass with steps=...")
     if cardinality == 0:
         raise ValueError(f"{name} is empty: it holds no batch")
-
-
-# --------------------------------------------------------------------------- the loss, as Keras counts it
-
-
-def loss_name(loss_fn: Callable) -> str:
-    """A readable name for ``loss_fn`` in messages (``MeanSquaredError``, ``mean_squared_error``)."""
-    if isinstance(loss_fn, keras.losses.Loss):
-        return type(loss_fn).__name__
-    return getattr(loss_fn, "__name__", type(loss_fn).__name__)
-
-
-def check_mean_loss(loss_fn: Any, name: str = "loss_fn") -> Callable:
-    """:func:`check_loss_fn`, and refuse a Keras loss whose reduction is not a batch mean: helpers
-    that weight batch means by batch sizes (accumulation, validation) would count a sum as a mean.
-
-    >>> check_mean_loss(keras.losses.MeanSquaredError(reduction="sum"))
-    Traceback (most recent call last):
-    ...
-    ValueError: loss_fn MeanSquaredError has reduction='sum', so it returns the batch's sum; the helpers weight batch means by batch sizes: use the default reduction ('sum_over_batch_size')
-    """
-    check_loss_fn(loss_fn, name)
-    reduction = getattr(loss_fn, "reduction", None) if isinstance(loss_fn, keras.losses.Loss) else None
-    if reduction is not None and reduction not in MEAN_REDUCTIONS:
-        raise ValueError(f"{name} {loss_name(loss_fn)} has reduction={reduction!r}, so it returns the batch's sum; "
-                         "the helpers weight batch means by batch sizes: use the default reduction "
-                         "('sum_over_batch_size')")
-    return loss_fn
-
-
-def scalar_loss(loss_fn: Callable, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
-    """``loss_fn(y_true, y_pred[, sample_weight])``, refused unless it is one number for the batch.
-
-    A per-example loss (``keras.losses.mean_squared_error``, a loss object with
-    ``reduction=None``) returns one value per example; a helper that multiplies it by a batch size
-    or hands it to ``GradientTape.gradient`` would silently compute something else. The check
-    uses the static rank, so it fails when a ``tf.function`` is traced, before any weight changes.
-    Sample weights need a Keras loss object (plain functions take no weights).
-
-    >>> scalar_loss(keras.losses.mean_squared_error, tf.zeros([4, 1]), tf.ones([4, 1]))
-    Traceback (most recent call last):
-    ...
-    ValueError: loss_fn mean_squared_error returned shape (4,), one value per example: pass a loss that reduces to the batch mean, such as keras.losses.MeanSquaredError(), or wrap yours in tf.reduce_mean
-    """
-    if sample_weight is None:
-        loss = loss_fn(y_true, y_pred)
-    elif isinstance(loss_fn, keras.losses.Loss):
-        loss = loss_fn(y_true, y_pred, sample_weight=sample_weight)
-    else:
-        raise TypeError(f"the batch has sample weights, but loss_fn {loss_name(loss_fn)} is a plain function "
-                        "that cannot take them: use a keras.losses.Loss object (it weights each example), "
-                        "or drop the weights from the dataset")
-    loss = tf.convert_to_tensor(loss)
-    if loss.shape.rank != 0:
-        raise ValueError(f"loss_fn {loss_name(loss_fn)} returned shape {tuple(loss.shape)}, one value per "
-                         "example: pass a loss that reduces to the batch mean, such as "
-                         "keras.losses.MeanSquaredError(), or wrap yours in tf.reduce_mean")
-    return loss
-
-
-def regularization_loss(model: keras.Model, dtype: Any = None) -> tf.Tensor:
-    """The sum of ``model.losses`` (kernel regularisers, ``add_loss``) as Keras adds it to the loss.
-
-    Read it inside the ``GradientTape`` and after the forward pass: weight regularisers are computed
-    from the current weights, activity regularisers and ``add_loss`` from that forward pass.
-
-    >>> net = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, kernel_regularizer="l2")])
-    >>> float(regularization_loss(net)) > 0
-    True
-    """
-    losses = [tf.convert_to_tensor(loss) for loss in model.losses]
-    dtype = tf.as_dtype(dtype) if dtype is not None else (losses[0].dtype if losses else tf.float32)
-    if not losses:
-        return tf.zeros([], dtype)
-    return tf.add_n([tf.cast(tf.reduce_sum(loss), dtype) for loss in losses])
-
-
-def total_loss(model: keras.Model, loss_fn: Callable, y_true: Any, y_pred: Any, sample_weight: Any = None) -> tf.Tensor:
-    """:func:`scalar_loss` plus :func:`regularization_loss`: the loss Keras' ``fit`` minimises and
-    ``evaluate`` reports for a model compiled with ``loss_fn``."""
-    loss = scalar_loss(loss_fn, y_true, y_pred, sample_weight)
-    return loss + regularization_loss(model, loss.dtype)
 
 
 # --------------------------------------------------------------------------- models and variables

@@ -34,9 +34,10 @@ import keras
 
 from helpers import measure
 from helpers.plumbing import (
-    check_loss_fn, check_model, check_optimizer, strategy_of, tf_variable, total_loss, trainable_key,
+    check_keras_steps, check_loss_fn, check_model, check_optimizer, strategy_of, tf_variable, total_loss, trainable_key,
 )
 from helpers.snapshot_rebuild import fresh_copy
+from helpers.snapshot_state import copy_outside_state, outside_differences, outside_state
 
 __all__ = [
     "snapshot", "sync", "state_paths", "parameter_distance", "StateEntry",
@@ -181,7 +182,8 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
     """Copy ``source``'s state into ``target`` on the device, compiled with ``tf.function``.
 
     * ``tau == 1``: every state variable is copied exactly (weights, BatchNorm moving statistics,
-      seed state, a stateful RNN's states), so both models give the same next output.
+      seed state, a stateful RNN's states, and the state outside the variables below), so both
+      models give the same next output.
     * ``0 < tau < 1``: a soft (Polyak) update of the weights the layers declared trainable,
       ``target = tau * source + (1 - tau) * target``, and a hard copy of the other state.
 
@@ -196,9 +198,14 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
     True
     >>> sync(net, past, tau=0.01)             # soft: past moves 1 % of the way
 
+    State Keras keeps outside the variables (:mod:`helpers.snapshot_state`: an adapted
+    ``Normalization``'s constants, a lookup layer's vocabulary, ``Discretization``'s bins) is
+    copied too, eagerly and after the variables; inside a ``tf.function`` it must already agree.
+
     Raises ``TypeError`` (not a Keras model, ``tau`` not a number) or ``ValueError`` (a model never
-    built, ``tau`` outside (0, 1], ``source is target``, or different structure: the message names
-    the first mismatching variable). Under a ``tf.distribute`` strategy, call it between steps
+    built, ``tau`` outside (0, 1], ``source is target``, different structure: the message names
+    the first mismatching variable; state outside the variables that differs and cannot be copied
+    here: a custom layer's tensor or table, or any such state inside a ``tf.function``). Under a ``tf.distribute`` strategy, call it between steps
     (cross-replica context), as you would restore a checkpoint: replica k of ``target`` receives
     replica k of ``source``.
     """
@@ -208,6 +215,16 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
     if source is target:
         raise ValueError("source and target are the same model: sync needs two models")
     pairs = _pair(source, target)
+    outside = outside_state(source, target)
+    differing = outside_differences(outside)
+    stuck = [s for s in differing if s.kind in ("tensor", "table")]
+    if stuck:
+        raise ValueError(f"source and target differ in {stuck[0].label}, state kept outside the layer's variables "
+                         "that no helper can copy: build the copy so that it holds the same value")
+    if differing and not tf.executing_eagerly():
+        raise ValueError(f"source and target differ in {differing[0].label}, state Keras keeps outside the "
+                         "layer's variables, which sync copies only eagerly: call snapshots.sync(source, target) "
+                         "once outside the tf.function first (after adapt)")
     soft = tuple(s.trainable and tau < 1.0 for s, _ in pairs)
     _assign(
         [tf_variable(t.variable) for _, t in pairs],
@@ -215,6 +232,8 @@ def sync(source: keras.Model, target: keras.Model, tau: float = 1.0) -> None:
         soft,
         tf.constant(tau, tf.float32),
     )
+    if differing:
+        copy_outside_state(outside)  # eagerly, after the variables the constants are computed from
 
 
 def sync_trace_count() -> int:
@@ -244,7 +263,9 @@ def snapshot(model: keras.Model) -> keras.Model:
     (False, True)
 
     Raises ``TypeError`` if ``model`` is not a Keras model or cannot be rebuilt (the message says
-    what to do), and ``ValueError`` if it was never built or its rebuilt copy differs in structure.
+    what to do), and ``ValueError`` if it was never built, its rebuilt copy differs in structure, or
+    it keeps state outside its variables that :func:`sync` cannot copy (a custom layer's tensor or
+    lookup table set outside its config).
     """
     _check_built(model, "model")
     copy = fresh_copy(model)
@@ -266,33 +287,51 @@ def snapshot(model: keras.Model) -> keras.Model:
 def parameter_distance(a: keras.Model, b: keras.Model) -> float:
     """Euclidean distance between the two models' trainable weights, paired by structure.
 
+    It never reads 0 for two models that answer differently: when the trainable weights are equal
+    but other state that decides the output differs (BatchNorm statistics, a stateful RNN's
+    states, other non-trainable weights, preprocessing constants or vocabularies), it raises a
+    ``ValueError`` naming that state. Random-seed state is not compared (it changes no inference).
+
     >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     >>> parameter_distance(net, snapshot(net))
     0.0
     """
     _check_built(a, "a")
     _check_built(b, "b")
+    pairs = _pair(a, b)
     squares = [
         tf.reduce_sum(tf.square(tf.cast(s.variable.value, tf.float64) - tf.cast(t.variable.value, tf.float64)))
-        for s, t in _pair(a, b)
+        for s, t in pairs
         if s.trainable
     ]
-    return float(tf.sqrt(tf.add_n(squares))) if squares else 0.0
+    distance = float(tf.sqrt(tf.add_n(squares))) if squares else 0.0
+    if distance == 0.0:
+        differing = [s.label for s, t in pairs if not s.trainable and "seed_generator" not in s.path
+                     and not bool(tf.reduce_all(s.variable.value == t.variable.value))]
+        differing += [s.label for s in outside_differences(outside_state(a, b))]
+        if differing:
+            raise ValueError(f"a and b have the same trainable weights but differ in {differing[0]!r}, which "
+                             "decides their output too: they answer differently, so a distance of 0 would "
+                             "mislead. Sync them (snapshots.sync), or compare that state yourself")
+    return distance
 
 
 # --------------------------------------------------------------------------- cost of a copy per step
 
 
-def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.optimizers.Optimizer) -> Callable:
+def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.optimizers.Optimizer, *,
+                    loss_weights: Any = None) -> Callable:
     """A compiled training step ``(x, y) -> loss``: one gradient step of ``model`` on the batch.
 
-    The loss is Keras' (``loss_fn`` plus ``model.losses``, e.g. an L2 regulariser); a per-example
-    loss is refused when the step is first traced, before any weight changes. The trainable
+    The loss is Keras' (``loss_fn`` plus ``model.losses``, e.g. an L2 regulariser; one loss per
+    output, or a list or dict of them with ``loss_weights``, as ``compile`` takes them); a
+    per-example loss is refused when the step is first traced, before any weight changes. The trainable
     variables are read at every call: freezing a layer later retraces the step, it does not keep
     training the layer. With a ``keras.optimizers.LossScaleOptimizer`` (mixed precision) the loss is
-    scaled before the gradient, as Keras' ``fit`` does, and the optimizer unscales. It is a single-device step (for measuring what a copy costs): a model whose
-    variables live in a ``tf.distribute`` strategy is refused; train those with ``fit`` or
-    ``strategy.run``.
+    scaled before the gradient, as Keras' ``fit`` does, and the optimizer unscales. A model that
+    overrides ``compute_loss`` or ``train_step`` is refused (``fit`` would run those). It is a
+    single-device step (for measuring what a copy costs): a model whose variables live in a
+    ``tf.distribute`` strategy is refused; train those with ``fit`` or ``strategy.run``.
 
     >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     >>> step = make_train_step(net, keras.losses.MeanSquaredError(), keras.optimizers.SGD(0.1))
@@ -300,7 +339,8 @@ def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.opti
     True
     """
     _check_built(model, "model")
-    check_loss_fn(loss_fn)
+    check_keras_steps(model, "compute_loss", "train_step")
+    check_loss_fn(loss_fn, loss_weights=loss_weights)
     check_optimizer(optimizer)
     if strategy_of(model.variables, f"model {model.name!r}") is not None:
         raise ValueError(f"model {model.name!r} lives in a tf.distribute strategy: make_train_step builds a "
@@ -311,7 +351,7 @@ def make_train_step(model: keras.Model, loss_fn: Callable, optimizer: keras.opti
     def compiled(x, y, key):  # ``key`` (the trainable set) is only there to retrace when it changes
         variables = model.trainable_variables
         with tf.GradientTape() as tape:
-            loss = total_loss(model, loss_fn, y, model(x, training=True))
+            loss = total_loss(model, loss_fn, y, model(x, training=True), loss_weights=loss_weights)
             scaled = optimizer.scale_loss(loss)  # a LossScaleOptimizer's scale (mixed precision), else loss
         optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
         return loss

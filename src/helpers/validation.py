@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
@@ -36,143 +36,21 @@ import keras
 
 from helpers.arguments import require_int
 from helpers.plumbing import (
-    check_dataset, check_finite, check_mean_loss, check_model, check_optimizer, check_strategy, count_examples,
-    num_examples, strategy_of, trainable_key,
+    check_dataset, check_finite, check_keras_steps, check_mean_loss, check_model, check_optimizer, check_strategy,
+    count_examples, num_examples, strategy_of, trainable_key,
 )
 from helpers.progress import Progress
+from helpers.validation_data import (  # noqa: F401  (split off; part of this module's API)
+    FEATURES, MAX_PER_CHUNK, chunk_examples, collect, drop_ids, example_ids, generated_dataset,
+)
+from helpers.validation_metrics import flat_metrics, metric_value
+from helpers.validation_steps import CompiledSteps, check_metrics, ensure_built, unpack
 from helpers.workers import cluster_workers, require_same_batch
-from helpers.validation_steps import CompiledSteps, check_metrics, ensure_built, metric_name, unpack
 
 __all__ = [
     "FEATURES", "MAX_PER_CHUNK", "chunk_examples", "generated_dataset", "example_ids", "drop_ids", "collect",
     "ValidationStream", "evaluate", "eval_trace_count", "History", "train_with_validation", "ExampleCount",
 ]
-
-FEATURES = 4
-MAX_PER_CHUNK = 32
-_TASK_SEED = 2017  # the hidden function y = f(x): the same for every data seed, so train and val agree
-
-
-# --------------------------------------------------------------------------- data
-
-
-def chunk_examples(chunk: int, *, seed: int = 0, features: int = FEATURES,
-                   max_per_chunk: int = MAX_PER_CHUNK) -> tuple[np.ndarray, np.ndarray]:
-    """The examples generated from raw chunk number ``chunk``: ``(x [n, features], y [n, 1])``.
-
-    ``n`` is between 1 and ``max_per_chunk`` and depends on ``(seed, chunk)`` only, like a data
-    generator that makes a varying number of examples from each raw input file. The target is
-    ``y = x @ w + 0.5 sin(3 x_0) + noise`` with ``w`` fixed for every seed.
-
-    >>> x, y = chunk_examples(0, seed=1)
-    >>> x.shape[1], y.shape[1], 1 <= len(x) <= MAX_PER_CHUNK
-    (4, 1, True)
-    """
-    rng = np.random.default_rng([seed, chunk])
-    n = int(rng.integers(1, max_per_chunk + 1))  # what _chunk_size draws
-    x = rng.normal(size=(n, features)).astype(np.float32)
-    w = np.random.default_rng(_TASK_SEED).normal(size=(features, 1)).astype(np.float32)
-    y = x @ w + 0.5 * np.sin(3.0 * x[:, :1]) + 0.1 * rng.normal(size=(n, 1))
-    return x, y.astype(np.float32)
-
-
-def _chunk_size(chunk: int, seed: int, max_per_chunk: int) -> int:
-    """How many examples :func:`chunk_examples` makes from ``chunk`` (its first draw)."""
-    return int(np.random.default_rng([seed, chunk]).integers(1, max_per_chunk + 1))
-
-
-def generated_dataset(chunks: int | None, batch_size: int, *, seed: int = 0, features: int = FEATURES,
-                      max_per_chunk: int = MAX_PER_CHUNK, with_ids: bool = False,
-                      on_chunk: Callable[[int], Any] | None = None) -> tf.data.Dataset:
-    """A dataset generated on the fly, batched, of unknown size; ``chunks=None`` never ends.
-
-    Every iteration generates chunks ``0, 1, 2, ...`` anew with :func:`chunk_examples` (one NumPy
-    call per chunk, in ``tf.numpy_function``): the same examples in the same order, their number
-    known only after a full pass. Elements are ``(x, y)``, ready for Keras; with ``with_ids``,
-    dicts ``{"x", "y", "id"}``, where example ``i`` of chunk ``c`` has id ``c * max_per_chunk + i``:
-    an id names one example whatever order it is read in (:func:`example_ids` lists them).
-    ``on_chunk(chunk)`` is called each time a chunk is generated, to watch passes re-generate
-    (from ``tf.data``'s threads, which may generate a pass's chunks in parallel and out of order;
-    the examples keep their order).
-    Cardinality: unknown when finite, declared infinite when ``chunks`` is None.
-
-    >>> ds = generated_dataset(5, batch_size=4, seed=1, with_ids=True)
-    >>> int(ds.cardinality()) == tf.data.UNKNOWN_CARDINALITY, sorted(ds.element_spec)
-    (True, ['id', 'x', 'y'])
-    """
-    require_int("chunks", chunks, minimum=0, allow_none=True)  # None: an endless stream
-    for name, value in (("batch_size", batch_size), ("features", features), ("max_per_chunk", max_per_chunk)):
-        require_int(name, value, minimum=1)
-    if on_chunk is not None and not callable(on_chunk):
-        raise TypeError(f"on_chunk must be callable as on_chunk(chunk) or None, got {type(on_chunk).__name__}")
-
-    def make(chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if on_chunk is not None:
-            on_chunk(int(chunk))
-        return chunk_examples(int(chunk), seed=seed, features=features, max_per_chunk=max_per_chunk)
-
-    def one_chunk(chunk: tf.Tensor) -> Any:
-        x, y = tf.numpy_function(make, [chunk], [tf.float32, tf.float32], stateful=False)
-        x, y = tf.ensure_shape(x, [None, features]), tf.ensure_shape(y, [None, 1])
-        if not with_ids:
-            return x, y
-        ids = chunk * max_per_chunk + tf.range(tf.shape(x, out_type=tf.int64)[0], dtype=tf.int64)
-        return {"x": x, "y": y, "id": ids}
-
-    numbers = tf.data.Dataset.counter() if chunks is None else tf.data.Dataset.range(chunks)
-    examples = numbers.map(one_chunk).unbatch()
-    if chunks is None:
-        examples = examples.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
-    return examples.batch(batch_size)
-
-
-def example_ids(chunks: int | None, *, seed: int = 0, max_per_chunk: int = MAX_PER_CHUNK,
-                first: int | None = None) -> np.ndarray:
-    """The ids of the examples that chunks ``0, 1, ...`` make, in generation order, computed with
-    NumPy alone (no ``tf.data``): what one pass over ``generated_dataset(chunks, ..., seed=seed,
-    with_ids=True)`` must read. ``first``: only the first ``first`` ids; ``chunks=None``, the
-    endless stream, needs it.
-
-    >>> example_ids(2, seed=1)[:3].tolist(), len(example_ids(None, seed=1, first=40))
-    ([0, 1, 2], 40)
-    """
-    require_int("chunks", chunks, minimum=0, allow_none=True)
-    require_int("max_per_chunk", max_per_chunk, minimum=1)
-    require_int("first", first, minimum=0, allow_none=True)
-    if chunks is None and first is None:
-        raise ValueError("example_ids(None, ...) is the endless stream: say how many ids with first=")
-    parts, count, chunk = [np.zeros(0, np.int64)], 0, 0
-    while (chunks is None or chunk < chunks) and (first is None or count < first):
-        n = _chunk_size(chunk, seed, max_per_chunk)
-        parts.append(chunk * max_per_chunk + np.arange(n, dtype=np.int64))
-        count, chunk = count + n, chunk + 1
-    return np.concatenate(parts)[:first]
-
-
-def drop_ids(element: dict) -> tuple:
-    """``{"x", "y", "id"[, "sample_weight"]} -> (x, y[, sample_weight])``: ``dataset.map(drop_ids)``
-    makes a dataset with ids ready for Keras' ``fit``/``evaluate``."""
-    if not isinstance(element, dict):
-        raise TypeError(f"drop_ids maps dict elements with an 'id' key, got {type(element).__name__}")
-    x, y, weight, _ = unpack(element, "element")
-    return (x, y) if weight is None else (x, y, weight)
-
-
-def collect(dataset: tf.data.Dataset) -> Any:
-    """One pass over a finite dataset, concatenated as NumPy arrays: a tuple ``(x, y[, w])`` for
-    tuple elements, a dict for dict elements.
-
-    >>> x, y = collect(generated_dataset(3, batch_size=4))
-    >>> len(x) == len(y)
-    True
-    """
-    check_dataset(dataset, "dataset")
-    check_finite(dataset, "dataset")
-    batches = [tf.nest.map_structure(np.asarray, batch) for batch in dataset]
-    if not batches:
-        raise ValueError("dataset is empty: it produced no batch")
-    return tf.nest.map_structure(lambda *parts: np.concatenate(parts), *batches)
-
 
 # --------------------------------------------------------------------------- exact passes
 
@@ -205,10 +83,13 @@ class ValidationStream:
         options.experimental_optimization.inject_prefetch = False  # read a pass only when asked
         self._iterator = iter(stream.with_options(options))
         self._first: Any = None
+        self.interrupted = False  # a pass failed midway: the next one first reads up to the marker
 
     def _start_pass(self) -> Any:
         """The first batch of the next pass (read now, or earlier by a check); refuses an empty pass."""
         first, self._first = self._first, None
+        while self.interrupted:  # skip what a failed pass left unread, so the next pass starts at its start
+            self.interrupted = not bool(next(self._iterator)[0])
         if first is None:
             is_end, first = next(self._iterator)
             if bool(is_end):
@@ -229,16 +110,19 @@ def _empty_batch(spec: Any, name: str) -> tf.Tensor:
 _EVAL_STEPS: "weakref.WeakKeyDictionary[keras.Model, dict]" = weakref.WeakKeyDictionary()
 
 
-def _eval_steps(model: keras.Model, loss_fn: Callable, metrics: Sequence[Any], strategy: Any) -> CompiledSteps:
-    """The model's cached evaluation steps (held weakly: the cache dies with the model)."""
+def _eval_steps(model: keras.Model, loss_fn: Any, metrics: Any, strategy: Any, loss_weights: Any) -> CompiledSteps:
+    """The model's cached evaluation steps (held weakly: the cache dies with the model; the steps
+    hold the losses and metrics, so their ids stay theirs)."""
     per_model = _EVAL_STEPS.setdefault(model, {})
-    key = (id(loss_fn), tuple(map(id, metrics)), trainable_key(model), id(strategy))
+    layout = lambda s: (tuple(map(id, tf.nest.flatten(s))), repr(tf.nest.map_structure(lambda _: 0, s)))  # noqa
+    key = (layout(loss_fn), layout(flat_metrics(metrics)), repr(metrics if isinstance(metrics, dict) else 0),
+           repr(loss_weights), trainable_key(model), id(strategy))
     if key not in per_model:
-        per_model[key] = CompiledSteps(model, loss_fn, metrics, strategy=strategy)
+        per_model[key] = CompiledSteps(model, loss_fn, metrics, strategy=strategy, loss_weights=loss_weights)
     return per_model[key]
 
 
-def eval_trace_count(model: keras.Model, loss_fn: Callable, metrics: Sequence[Any] = ()) -> int:
+def eval_trace_count(model: keras.Model, loss_fn: Any, metrics: Any = (), *, loss_weights: Any = None) -> int:
     """How many times :func:`evaluate`'s compiled step was traced for this model, loss and metrics.
 
     >>> model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
@@ -248,41 +132,56 @@ def eval_trace_count(model: keras.Model, loss_fn: Callable, metrics: Sequence[An
     1
     """
     check_model(model)
-    steps = _eval_steps(model, loss_fn, tuple(metrics), strategy_of(model.variables, "model"))
+    steps = _eval_steps(model, loss_fn, check_metrics(metrics), strategy_of(model.variables, "model"), loss_weights)
     return steps.traces["eval"]
 
 
-def evaluate(model: keras.Model, dataset: tf.data.Dataset | ValidationStream, loss_fn: Callable,
-             metrics: Sequence[Any] = (), *, return_ids: bool = False) -> dict[str, Any]:
+def evaluate(model: keras.Model, dataset: tf.data.Dataset | ValidationStream, loss_fn: Any,
+             metrics: Any = (), *, return_ids: bool = False, loss_weights: Any = None) -> dict[str, Any]:
     """One full pass over ``dataset``: the mean loss (and metrics) over *examples*, and how many.
 
     A dataset is iterated afresh on every call; a :class:`ValidationStream` gives its next pass:
-    either way every example once, in the same order. A batch's mean counts as many times as the
-    batch has examples, so a smaller last batch weighs less; ``model.losses`` (regularisers) are
-    added, and sample weights (a third element) are passed to the loss, as Keras'
-    ``model.evaluate`` does. ``metrics``: Keras metric objects (reset first) or functions
-    ``f(y_true, y_pred) -> mean over the batch``. Results are floats keyed by name, plus
-    ``examples`` and, with ``return_ids``, ``ids`` (from dict elements). Nothing in the model changes.
+    either way every example once, in the same order. The loss is what ``model.evaluate`` reports
+    for ``compile(loss=loss_fn, loss_weights=loss_weights)``: one loss for every output, or a list
+    or dict with one per output, summed with their weights (:mod:`helpers.loss_terms`), plus
+    ``model.losses``; sample weights (a third element; one for all outputs or one per output) go to
+    the losses. A batch's loss counts as many times as the batch has examples (a smaller last batch
+    weighs less), as Keras' loss tracker counts it; with several losses each output's unweighted
+    loss is reported too (``<output>_loss``, a mean over examples).
+
+    ``metrics``: Keras metric objects (reset first; sample weights honoured, like ``compile``'s
+    ``weighted_metrics``; a metric with one value per class gives an array) or functions
+    ``f(y_true, y_pred)`` returning the batch mean (weighted by the batch's examples) or one value
+    per example (averaged over all of them, unmasked ones only, as Keras does). With several
+    outputs: a dict keyed by output name or a list with one entry per output, as ``compile`` takes
+    them. Keys are unique (``_1``, ``_2`` ... as Keras adds them) and never ``loss`` or ``examples``.
+    Results are keyed by name, plus ``examples`` and, with ``return_ids``, ``ids`` (from dict
+    elements). Nothing in the model changes (but what a layer writes in its own ``call``, as in
+    ``model.evaluate``).
 
     >>> model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
     >>> sorted(evaluate(model, generated_dataset(5, batch_size=4), keras.losses.MeanSquaredError()))
     ['examples', 'loss']
 
-    Raises TypeError for a non-model, non-dataset, bad loss or metric; ValueError for an infinite or
-    empty dataset, a per-example loss (``keras.losses.mean_squared_error``), elements that do not
-    fit the model, or a model, optimizer or metric created in a different strategy scope.
+    Raises TypeError for a non-model, non-dataset, bad loss or metric, sample weights with a plain
+    function; ValueError for an infinite or empty dataset, a per-example loss
+    (``keras.losses.mean_squared_error``) or ``reduction="sum"``, losses, targets or metrics that do
+    not fit the model's outputs, elements that do not fit the model, a model that overrides
+    ``compute_loss`` or ``test_step`` (``evaluate`` would run those), or a model, optimizer or
+    metric created in a different strategy scope.
     """
     check_model(model)
+    check_keras_steps(model, "compute_loss", "test_step")
     if not isinstance(dataset, ValidationStream):
         check_dataset(dataset, "dataset")
         check_finite(dataset, "dataset")
-    check_mean_loss(loss_fn)
+    check_mean_loss(loss_fn, loss_weights=loss_weights)
     metrics = check_metrics(metrics)
     name = dataset.name if isinstance(dataset, ValidationStream) else "dataset"
     ensure_built(model, dataset.element_spec, name)
-    strategy = check_strategy(model, None, metrics)
+    strategy = check_strategy(model, None, flat_metrics(metrics))
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        steps = _eval_steps(model, loss_fn, metrics, strategy)
+        steps = _eval_steps(model, loss_fn, metrics, strategy, loss_weights)
         steps.prepare(dataset.element_spec, name, train=False)
         return _run_pass(steps, dataset, name, return_ids=return_ids)
 
@@ -292,22 +191,22 @@ def _run_pass(steps: CompiledSteps, data: tf.data.Dataset | ValidationStream, na
     first = data._start_pass() if isinstance(data, ValidationStream) else None  # before any reset
     if cluster_workers(steps.strategy) > 1:  # every worker must read the same batches
         require_same_batch(steps.strategy, next(iter(data)) if first is None else first, name)
-    for metric in steps.metrics:
-        if isinstance(metric, keras.metrics.Metric):
-            metric.reset_state()
+    for metric in steps.keras_metrics:
+        metric.reset_state()
     if first is None:
-        sums, count, ids = steps.eval_pass(data)
+        sums, counts, count, ids = steps.eval_pass(data)
     else:
-        sums, count, ids = steps.stream_pass(data._iterator, first)
+        data.interrupted = True  # until the pass ends: an error midway leaves the stream inside a pass
+        sums, counts, count, ids = steps.stream_pass(data._iterator, first)
+        data.interrupted = False
         data.passes += 1
     count = float(count)
     if not count:
         raise ValueError(f"{name} is empty: one pass produced no example")
-    means = iter((sums / count).numpy().tolist())
-    result: dict[str, Any] = {"loss": next(means)}
-    for i, metric in enumerate(steps.metrics):
-        result[metric_name(metric, i)] = (float(metric.result()) if isinstance(metric, keras.metrics.Metric)
-                                           else next(means))
+    means = dict(zip(steps.columns, np.divide(sums.numpy(), np.maximum(counts.numpy(), 1e-300)).tolist()))
+    result: dict[str, Any] = {key: means[key] for key in steps.loss_columns}
+    for _, metric, key in steps.resolved:
+        result[key] = metric_value(metric.result()) if isinstance(metric, keras.metrics.Metric) else means[key]
     result["examples"] = int(count)
     if return_ids:
         result["ids"] = ids.numpy()
@@ -343,14 +242,16 @@ class History:
 def train_with_validation(model: keras.Model, optimizer: keras.optimizers.Optimizer, loss_fn: Callable,
                           train_ds: tf.data.Dataset | tf.data.Iterator,
                           val_ds: tf.data.Dataset | ValidationStream | None, steps: int, every: int, *,
-                          metrics: Sequence[Any] = (), at_start: bool = True, verbose: bool = False) -> History:
+                          metrics: Any = (), at_start: bool = True, verbose: bool = False,
+                          loss_weights: Any = None) -> History:
     """Train ``steps`` steps on ``train_ds``; every ``every`` steps, one full pass over ``val_ds``.
 
     One process, one copy of the weights. The training iterator is made once and evaluation never
     touches it, so training reads the same batches as without evaluation. Each evaluation is one
     exact pass of ``val_ds`` (read through a :class:`ValidationStream`): every example once, in
     order, size unknown in advance. Training minimises the loss plus ``model.losses`` with sample
-    weights honoured, as Keras' ``fit`` does. ``train_ds`` may be a dataset (read from its start)
+    weights honoured, as Keras' ``fit`` does (losses, ``loss_weights`` and ``metrics`` as in
+    :func:`evaluate`). ``train_ds`` may be a dataset (read from its start)
     or an iterator (read from where it is). ``at_start``: evaluate before the first step too.
 
     >>> model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
@@ -361,14 +262,16 @@ def train_with_validation(model: keras.Model, optimizer: keras.optimizers.Optimi
 
     Every argument is checked before the first step, so a bad one leaves the model and optimizer
     as they were: TypeError for wrong types; ValueError for ``steps < 1``, ``every < 1``, an
-    infinite or empty ``val_ds``, a per-example loss, elements that do not fit the model, a
-    training batch smaller than the number of replicas, or a model, optimizer or metric created in a
-    different strategy scope. A ``train_ds`` of unknown size that runs out before ``steps`` is found
+    infinite or empty ``val_ds``, a per-example loss, losses or metrics that do not fit the model's
+    outputs, elements that do not fit the model, a model that overrides ``compute_loss``,
+    ``train_step`` or ``test_step``, a training batch smaller than the number of replicas, or a
+    model, optimizer or metric created in a different strategy scope. A ``train_ds`` of unknown size that runs out before ``steps`` is found
     only then (ValueError naming the step; the steps taken stay taken).
     """
     check_model(model)
+    check_keras_steps(model, "compute_loss", "train_step", "test_step")
     check_optimizer(optimizer)
-    check_mean_loss(loss_fn)
+    check_mean_loss(loss_fn, loss_weights=loss_weights)
     require_int("steps", steps, minimum=1)
     require_int("every", every, minimum=1)
     metrics = check_metrics(metrics)
@@ -381,9 +284,10 @@ def train_with_validation(model: keras.Model, optimizer: keras.optimizers.Optimi
     if val_ds is not None and not isinstance(val_ds, ValidationStream):
         val_ds = ValidationStream(val_ds, "val_ds")
     ensure_built(model, train_ds.element_spec, "train_ds")
-    strategy = check_strategy(model, optimizer, metrics)
+    strategy = check_strategy(model, optimizer, flat_metrics(metrics))
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        train_steps = CompiledSteps(model, loss_fn, metrics, optimizer=optimizer, strategy=strategy)
+        train_steps = CompiledSteps(model, loss_fn, metrics, optimizer=optimizer, strategy=strategy,
+                                    loss_weights=loss_weights)
         if val_ds is not None:
             train_steps.prepare(val_ds.element_spec, val_ds.name, train=False)
             val_ds._first = val_ds._start_pass()  # an empty val_ds fails now, not after `every` steps

@@ -7,23 +7,27 @@
   metric or the optimizer.
 * :func:`unpack`: a batch as Keras reads it (``(x, y)``, ``(x, y, sample_weight)``) or a dict
   ``{"x", "y", "id"[, "sample_weight"]}`` carrying example ids.
-* Checks that run before any state changes: :func:`check_metrics`, :func:`ensure_built` (the loss
-  and strategy checks are :func:`helpers.plumbing.check_mean_loss` and
+* Checks that run before any state changes: :func:`check_metrics` (from
+  :mod:`helpers.validation_metrics`, which lays the metrics out per output), :func:`ensure_built`
+  (the loss and strategy checks are :func:`helpers.plumbing.check_mean_loss` and
   :func:`helpers.plumbing.check_strategy`).
+
+The loss is :mod:`helpers.loss_terms`' (one term per output, ``loss_weights``, as ``compile``);
+with several losses the results also hold each output's unweighted loss as ``<output>_loss``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 import keras
 
-from helpers.plumbing import (
-    MEAN_REDUCTIONS, WeakModel, loss_name, num_examples, regularization_loss, relaxed_signature, scalar_loss, unpack_batch,
-)
+from helpers.loss_terms import loss_terms, output_names, per_output, weighted_sum
+from helpers.plumbing import WeakModel, loss_name, num_examples, regularization_loss, relaxed_signature, unpack_batch
+from helpers.validation_metrics import check_metrics, flat_metrics, function_sums, metric_name, resolve_metrics
 
 __all__ = ["CompiledSteps", "unpack", "metric_name", "check_metrics", "ensure_built"]
 
@@ -89,14 +93,21 @@ class CompiledSteps:
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> steps = CompiledSteps(model, keras.losses.MeanSquaredError())
     >>> steps.prepare((tf.TensorSpec([None, 2]), tf.TensorSpec([None, 1])), "val_ds", train=False)
-    >>> sums, n = steps.eval_step(tf.ones([3, 2]), tf.zeros([3, 1])); int(n), steps.traces["eval"]
+    >>> sums, counts = steps.eval_step(tf.ones([3, 2]), tf.zeros([3, 1])); int(counts[0]), steps.traces["eval"]
     (3, 1)
     """
 
-    def __init__(self, model: keras.Model, loss_fn: Callable, metrics: Sequence[Any] = (),
-                 optimizer: keras.optimizers.Optimizer | None = None, strategy: Any = None):
+    def __init__(self, model: keras.Model, loss_fn: Callable, metrics: Any = (),
+                 optimizer: keras.optimizers.Optimizer | None = None, strategy: Any = None, *,
+                 loss_weights: Any = None):
         self._model = WeakModel(model, "these compiled steps")
-        self.loss_fn, self.metrics, self.optimizer, self.strategy = loss_fn, tuple(metrics), optimizer, strategy
+        self.loss_fn, self.loss_weights, self.optimizer, self.strategy = loss_fn, loss_weights, optimizer, strategy
+        self.metrics = check_metrics(metrics)
+        self.keras_metrics = [m for m in flat_metrics(self.metrics) if isinstance(m, keras.metrics.Metric)]
+        self._names = output_names(model)
+        self.columns: list[str] | None = None  # result keys of the summed values, fixed by the first trace
+        self.resolved: list[tuple[int, Any, str]] = []  # (output, metric, key), fixed by the first trace
+        self.loss_columns: list[str] = []  # "loss", then each output's loss when there are several
         self.eval_step = tf.function(self._eval_batch, autograph=False)
         self.train_step = tf.function(self._train_batch, autograph=False)
         self.eval_pass = tf.function(self._eval_pass, autograph=False)
@@ -107,46 +118,67 @@ class CompiledSteps:
     def model(self) -> keras.Model:
         return self._model()
 
-    def _loss(self, y: Any, y_pred: Any, weight: Any) -> tf.Tensor:
-        """The batch mean of ``loss_fn`` plus ``model.losses``, as Keras' fit/evaluate count it."""
+    def _terms(self, y: Any, y_pred: Any, weight: Any) -> tuple[tf.Tensor, list]:
+        """The loss plus ``model.losses``, as Keras' fit/evaluate count it, and its terms."""
         with _stage("loss"):
-            loss = scalar_loss(self.loss_fn, y, y_pred, weight)
-            if isinstance(self.loss_fn, keras.losses.Loss) and self.loss_fn.reduction in MEAN_REDUCTIONS:
-                loss *= tf.distribute.get_strategy().num_replicas_in_sync  # Keras divided it inside a scope
-            return tf.cast(loss, tf.float32) + regularization_loss(self.model, tf.float32)
+            terms = loss_terms(self.loss_fn, y, y_pred, weight, loss_weights=self.loss_weights, names=self._names)
+            loss = tf.cast(weighted_sum(terms), tf.float32) + regularization_loss(self.model, tf.float32)
+            return loss, terms
+
+    def _layout(self, labels: list, terms: list) -> list[tuple[int, Any, str]]:
+        """The result keys (fixed by the first trace) and which metric reads which output."""
+        columns = ["loss"] + ([f"{t.label}_loss" for t in terms] if len(terms) > 1 else [])
+        with _stage("metric 0"):
+            resolved = resolve_metrics(self.metrics, labels, columns + ["examples"])
+        columns += [key for _, metric, key in resolved if not isinstance(metric, keras.metrics.Metric)]
+        if self.columns is None:
+            self.columns, self.resolved, self.loss_columns = columns, resolved, columns[:1 + (len(terms) > 1) * len(terms)]
+        return resolved
 
     def _eval_sums(self, x: Any, y: Any, weight: Any) -> tuple[tf.Tensor, tf.Tensor]:
         n = tf.cast(num_examples(x), tf.float32)
         with _stage("model"):
             y_pred = self.model(x, training=False)
-        sums = [self._loss(y, y_pred, weight)]
-        for i, metric in enumerate(self.metrics):
+        loss, terms = self._terms(y, y_pred, weight)
+        sums, counts = [loss * n], [n]
+        if len(terms) > 1:
+            sums += [tf.cast(t.value, tf.float32) * n for t in terms]
+            counts += [n] * len(terms)
+        outputs = per_output(y_pred, y_pred, self._names, "y_pred", shared=False)
+        targets = per_output(y_pred, y, self._names, "y_true", shared=False)
+        weights = per_output(y_pred, weight, self._names, "sample_weight", shared=True)
+        labels = [label for label, _ in outputs] if len(outputs) > 1 else [None]
+        for i, (output, metric, key) in enumerate(self._layout(labels, terms)):
             with _stage(f"metric {i}"):
+                y_t, y_p, w = targets[output][1], outputs[output][1], weights[output][1]
                 if isinstance(metric, keras.metrics.Metric):
-                    metric.update_state(y, y_pred, sample_weight=weight)
-                elif weight is not None:
+                    metric.update_state(y_t, y_p, sample_weight=w)
+                elif w is not None:
                     raise TypeError("it is a plain function, which cannot weight examples: pass a "
                                     "keras.metrics object, or drop the sample weights")
                 else:
-                    sums.append(tf.cast(metric(y, y_pred), tf.float32))
-        return tf.stack([tf.where(n > 0, value * n, 0.0) for value in sums]), n  # an empty shard adds 0
+                    total, count = function_sums(metric, y_t, y_p, n)
+                    sums.append(total)
+                    counts.append(count)
+        return (tf.stack([tf.where(n > 0, value, 0.0) for value in sums]),  # an empty shard adds 0
+                tf.stack([tf.where(n > 0, value, 0.0) for value in counts]))
 
     def _eval_batch(self, x: Any, y: Any, weight: Any = None) -> tuple[tf.Tensor, tf.Tensor]:
         if self.strategy is None:
             return self._eval_sums(x, y, weight)
-        def replica(*batch: Any) -> tf.Tensor:  # sums and count in one vector: one all-reduce per batch
-            sums, n = self._eval_sums(*_shard(*batch))
-            return tf.concat([sums, [n]], 0)
+        def replica(*batch: Any) -> tf.Tensor:  # sums and counts in one vector: one all-reduce per batch
+            return tf.concat(self._eval_sums(*_shard(*batch)), 0)
 
         both = self.strategy.reduce("SUM", self.strategy.run(replica, args=(x, y, weight)), axis=None)
-        return both[:-1], both[-1]
+        sums, counts = tf.split(both, 2)  # one count per summed value: the halves have the same width
+        return sums, counts
 
     def _train_on(self, x: Any, y: Any, weight: Any, share: Any) -> tf.Tensor:
         model = self.model
         with tf.GradientTape() as tape:
             with _stage("model"):
                 y_pred = model(x, training=True)
-            loss = self._loss(y, y_pred, weight) * share
+            loss = self._terms(y, y_pred, weight)[0] * share
             objective = self.optimizer.scale_loss(loss)
         with _stage("optimizer"):
             variables = model.trainable_variables
@@ -165,22 +197,23 @@ class CompiledSteps:
         return self.strategy.reduce("SUM", self.strategy.run(replica, args=(x, y, weight)), axis=None)
 
     def _add(self, state: tuple, element: Any) -> tuple:
-        total, count, ids = state
+        total, counts, examples, ids = state
         x, y, weight, batch_ids = unpack(element, "batch")
-        sums, n = self.eval_step(x, y, weight)
+        sums, batch_counts = self.eval_step(x, y, weight)
         if batch_ids is not None:
             ids = ids.write(ids.size(), tf.cast(batch_ids, tf.int64))
-        return total + sums, count + tf.cast(n, tf.float64), ids
+        return (total + tf.cast(sums, tf.float64), counts + tf.cast(batch_counts, tf.float64),
+                examples + tf.cast(batch_counts[0], tf.float64), ids)
 
     def _start(self) -> tuple:
-        width = 1 + sum(not isinstance(m, keras.metrics.Metric) for m in self.metrics)
+        width = len(self.columns)
         ids = tf.TensorArray(tf.int64, size=0, dynamic_size=True, infer_shape=False, element_shape=[None])
-        return tf.zeros([width], tf.float32), tf.constant(0.0, tf.float64), ids
+        return tf.zeros([width], tf.float64), tf.zeros([width], tf.float64), tf.constant(0.0, tf.float64), ids
 
     @staticmethod
     def _finish(state: tuple) -> tuple:
-        total, count, ids = state
-        return total, count, tf.cond(ids.size() > 0, ids.concat, lambda: tf.zeros([0], tf.int64))
+        total, counts, examples, ids = state
+        return total, counts, examples, tf.cond(ids.size() > 0, ids.concat, lambda: tf.zeros([0], tf.int64))
 
     def _eval_pass(self, dataset: tf.data.Dataset) -> tuple:
         """A whole pass in one call: a new iterator, a ``while`` loop on its ``get_next_as_optional``
@@ -211,8 +244,10 @@ class CompiledSteps:
         """Trace a step for a dataset's element ``spec``: no data read, no variable changed. A
         failure names its culprit (the dataset, the loss, a metric, the optimizer)."""
         x, y, weight, _ = unpack(spec, name)
-        if weight is not None and not isinstance(self.loss_fn, keras.losses.Loss):
-            raise TypeError(f"{name} has sample weights, but loss_fn {loss_name(self.loss_fn)} is a plain "
+        plain = [loss for loss in tf.nest.flatten(self.loss_fn)
+                 if loss is not None and not isinstance(loss, keras.losses.Loss)]
+        if weight is not None and plain:
+            raise TypeError(f"{name} has sample weights, but loss_fn {loss_name(plain[0])} is a plain "
                             "function that cannot take them: use a keras.losses.Loss object")
         step = self.train_step if train else self.eval_step
         signature = relaxed_signature((x, y) if weight is None else (x, y, weight))
@@ -232,11 +267,15 @@ class CompiledSteps:
             return ValueError(f"{name}: its elements {_shapes(spec)} do not fit the model "
                               f"{self.model.name!r}: {first_line}")
         if stage == "loss":
-            return kind(f"loss_fn {loss_name(self.loss_fn)} on {name}'s batches: {first_line}")
+            what = loss_name(self.loss_fn) if callable(self.loss_fn) else f"({type(self.loss_fn).__name__} of losses)"
+            return kind(f"loss_fn {what} on {name}'s batches: {first_line}")
         if stage == "optimizer":
             return kind(f"optimizer {type(self.optimizer).__name__} could not apply the gradients: {first_line}")
         index = int(stage.split()[1])
-        return kind(f"metrics[{index}] ({metric_name(self.metrics[index], index)}) on {name}'s batches: {first_line}")
+        if not self.resolved:  # the metrics could not be laid out on the model's outputs
+            return kind(f"metrics on {name}'s batches: {first_line}")
+        _, metric, key = self.resolved[index]
+        return kind(f"metrics[{index}] ({key}) on {name}'s batches: {first_line}")
 
     @property
     def traces(self) -> dict[str, int]:
@@ -253,35 +292,6 @@ def _gist(error: BaseException) -> str:
 
 def _shapes(spec: Any) -> str:
     return str(tf.nest.map_structure(lambda s: tuple(s.shape) if hasattr(s, "shape") else s, spec))
-
-
-def metric_name(metric: Any, index: int) -> str:
-    """The key of ``metric`` in results: a Keras metric's ``name``, a function's ``__name__``.
-
-    >>> metric_name(keras.metrics.MeanAbsoluteError(), 0), metric_name(lambda y, p: y, 1)
-    ('mean_absolute_error', '<lambda>')
-    """
-    return getattr(metric, "name", None) or getattr(metric, "__name__", f"metric_{index}")
-
-
-# --------------------------------------------------------------------------- checks
-
-
-def check_metrics(metrics: Any) -> tuple:
-    """``metrics`` as a tuple of Keras metrics or functions, else a TypeError naming the bad one.
-
-    >>> check_metrics(["mae"])
-    Traceback (most recent call last):
-    ...
-    TypeError: metrics[0] ('mae') is neither a Keras metric nor a function
-    """
-    if isinstance(metrics, (str, bytes, dict)) or not hasattr(metrics, "__iter__"):
-        raise TypeError(f"metrics must be a sequence of Keras metrics or functions, got {type(metrics).__name__}")
-    metrics = tuple(metrics)
-    for i, metric in enumerate(metrics):
-        if not (isinstance(metric, keras.metrics.Metric) or callable(metric)):
-            raise TypeError(f"metrics[{i}] ({metric!r}) is neither a Keras metric nor a function")
-    return metrics
 
 
 def ensure_built(model: keras.Model, spec: Any, name: str) -> None:
