@@ -35,14 +35,16 @@ class GradientAccumulator:
 
     Mixed precision: add the gradients of ``optimizer.scale_loss(loss)`` (a
     ``LossScaleOptimizer``) and pass ``result()`` to ``optimizer.apply_gradients``, which unscales
-    once, skips a non-finite window and lowers the scale. Sums are float32 whatever the variable.
+    once, skips a non-finite window and lowers the scale. Sums of float16 and bfloat16 variables
+    are float32 (a float64 variable keeps float64 sums).
 
     Under ``tf.distribute.MirroredStrategy`` or ``MultiWorkerMirroredStrategy``: create it in
     ``strategy.scope()``; call ``add`` inside ``strategy.run`` with the replica's own example count
     (or what its share's loss divides by; an empty shard adds 0; no collective op); ``result()`` is
     the weighted mean over every replica in either context. A Keras optimizer applies in a replica
     context and sums what the replicas give it: :meth:`gradients_for` says what each gives, with
-    one all-reduce per update (two for a clipping or loss-scaling optimizer). Use a plain mean as the loss: Keras loss
+    one all-reduce per update (two for a clipping or loss-scaling optimizer; one more for float64
+    sums, which cannot be packed with float32 ones). Use a plain mean as the loss: Keras loss
     objects divide by the replica count there (for ``fit``)::
 
         def replica_step(x, y):                              # strategy.run(replica_step, args=batch)
@@ -142,7 +144,7 @@ class GradientAccumulator:
         """The weighted mean of the gradients added since the last reset (zeros if none were);
         ``None`` for a variable that received no gradient since then (inside a ``tf.function``: that
         no traced ``add`` ever gave one). In a replica context, the sums and the total weight cross
-        replicas in one all-reduce."""
+        replicas in one all-reduce (one per dtype)."""
         received = self._window_received()
         total, *sums = _replica_sums([self._total] + [s for s, seen in zip(self._sums, received) if seen])
         safe, sums = tf.where(total > 0, total, tf.ones_like(total)), iter(sums)
@@ -178,7 +180,7 @@ class GradientAccumulator:
             getattr(optimizer, name, None) is not None for name in ("clipnorm", "clipvalue", "global_clipnorm"))
         sums = [self._sums[i].read_value() for i in present]
         numbers = tf.stack([self._total.read_value()] + extra)
-        reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, (sums if whole else []) + [numbers])
+        reduced = _all_reduce(context, (sums if whole else []) + [numbers])
         total, *extra = tf.unstack(reduced[-1])
         total = tf.where(total > 0, total, tf.ones_like(total))
         if whole:
@@ -246,5 +248,18 @@ def _replica_sums(variables: list[tf.Variable]) -> list[tf.Tensor]:
     context = tf.distribute.get_replica_context()
     values = [v.read_value() for v in variables]
     if context is not None and context.num_replicas_in_sync > 1:
-        return context.all_reduce(tf.distribute.ReduceOp.SUM, values)
+        return _all_reduce(context, values)
     return values
+
+
+def _all_reduce(context: Any, values: list[tf.Tensor]) -> list[tf.Tensor]:
+    """``values`` summed over replicas, in order: one all-reduce per dtype (a collective packs what it
+    sums into one tensor, so float32 sums and a float64 model's sums cannot share one)."""
+    by_dtype: dict[tf.DType, list[int]] = {}
+    for i, value in enumerate(values):
+        by_dtype.setdefault(value.dtype, []).append(i)
+    summed: list[Any] = [None] * len(values)
+    for indices in by_dtype.values():
+        for i, value in zip(indices, context.all_reduce(tf.distribute.ReduceOp.SUM, [values[i] for i in indices])):
+            summed[i] = value
+    return summed
