@@ -715,6 +715,34 @@ def test_helpers_train_on_every_replica_inside_and_outside_the_scope(fresh_pytho
     assert "refused: called inside MirroredStrategy.scope(), but model 'sequential_4' was built outside any strategy's scope" in lines
     assert any(line.startswith("refused: optimizer SGD was created outside any strategy's scope, but model")
                and line.endswith("inside MirroredStrategy.scope()") for line in lines), lines
+
+
+def test_a_masked_embedding_on_two_replicas_trains_as_fit_does(fresh_python):
+    # An Embedding's gradient is IndexedSlices, which the empty-share tf.cond could not return next to
+    # the dense zeros of the other branch (it failed to trace); each share weighs its unmasked entries.
+    out = fresh_python(_TWO_REPLICAS + textwrap.dedent("""
+        def make():
+            keras.utils.set_random_seed(3)
+            return keras.Sequential([keras.Input((4,)), keras.layers.Embedding(6, 3, mask_zero=True),
+                                     keras.layers.Dense(5)])
+
+        tokens = np.array([[1, 2, 0, 0], [3, 0, 0, 0], [1, 1, 1, 1], [2, 5, 4, 0], [5, 0, 0, 0], [4, 4, 0, 0],
+                           [1, 3, 5, 0]])
+        labels = rng.integers(0, 5, size=(7, 4))
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        ref = make()
+        ref.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss)
+        reported = ref.fit(tokens, labels, batch_size=7, shuffle=False, verbose=0).history["loss"][0]
+        with strategy.scope():
+            model, optimizer = make(), keras.optimizers.SGD(0.5)
+        parts = acc.micro_batches((tokens, labels), [1, 2, 4])  # shares 0/1, 1/1, 2/2
+        h = acc.train_accumulated(model, optimizer, loss, parts, 3, verbose=False)
+        diff = max(np.abs(a - b).max() for a, b in zip(ref.get_weights(), model.get_weights()))
+        print("equal", bool(diff < 1e-6), "loss", bool(abs(h["loss"][0] / reported - 1) < 1e-5))
+    """))
+    assert "equal True loss True" in out.splitlines()
+
+
 # ----------------------------------------------------------------- the exercise checkers
 
 

@@ -163,8 +163,9 @@ class _Loop:
             def run():
                 loss, weight, grads = forward_backward()
                 missing[:] = [i for i, g in enumerate(grads) if g is None]
-                return [tf.cast(loss, tf.float32), weight] + [
-                    tf.zeros(v.shape, v.dtype) if g is None else tf.cast(g, v.dtype) for g, v in zip(grads, self.variables)]
+                return [tf.cast(loss, tf.float32), weight] + [  # an Embedding's IndexedSlices made dense for cond
+                    tf.zeros(v.shape, v.dtype) if g is None else tf.cast(tf.convert_to_tensor(g), v.dtype)
+                    for g, v in zip(grads, self.variables)]
 
             def skip():
                 return [tf.zeros([]), tf.zeros([])] + [tf.zeros(v.shape, v.dtype) for v in self.variables]
