@@ -453,6 +453,49 @@ def test_micro_step_traces_once_for_every_micro_batch_size():
     assert [fn.experimental_get_tracing_count() for fn in loop._updates[optimizer].values()] == [1]
 
 
+class OptionalFeature(keras.Model):
+    """Uses ``extra`` only on batches that carry a third feature (a branch on the static shape)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(1)
+        self.extra = self.add_weight(shape=(), initializer="ones", name="extra")
+
+    def call(self, x):
+        out = self.dense(x[:, :2])
+        return out + self.extra * x[:, 2:] if x.shape[-1] == 3 else out
+
+
+def test_a_variable_first_used_by_a_later_kind_of_micro_batch_keeps_its_gradient():
+    # The first update is traced while no micro-step has used `extra` (None for it, fixed in that
+    # graph); the second window's 3-feature micro-batch uses it: its update is traced again, not reused.
+    rng = np.random.default_rng(7)
+    two, three = rng.normal(size=(4, 2)).astype("float32"), rng.normal(size=(4, 3)).astype("float32")
+    y = rng.normal(size=(4, 1)).astype("float32")
+    ours, reference = OptionalFeature(), OptionalFeature()
+    for model in (ours, reference):
+        model(two), model(three)
+    reference.set_weights(ours.get_weights())
+    for window in ([two, two], [three, two]):  # equal sizes: the window's gradient is the micro-batches' mean
+        grads = []
+        for x in window:
+            with tf.GradientTape() as tape:
+                loss = MSE(y, reference(x))
+            grads.append(tape.gradient(loss, reference.trainable_variables))
+        mean = [None if all(g[i] is None for g in grads) else
+                sum(tf.zeros_like(v) if g[i] is None else g[i] for g in grads) / len(grads)
+                for i, v in enumerate(reference.trainable_variables)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # `extra` has no gradient in the first window: Keras warns
+            keras.optimizers.SGD(0.5).apply_gradients(zip(mean, reference.trainable_variables))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        acc.train_accumulated(ours, keras.optimizers.SGD(0.5), MSE, [(two, y), (two, y), (three, y), (two, y)], 2,
+                              verbose=False)
+    assert float(ours.extra.numpy()) != 1.0  # before: the first update's graph dropped its gradient
+    assert _max_diff(ours.get_weights(), reference.get_weights()) < 1e-6
+
+
 def test_deleted_models_and_optimizers_are_collected():
     x, y = _data(8)
     refs = []

@@ -92,7 +92,7 @@ class _Loop:
             self.window_loss = tf.Variable(tf.zeros([2]), trainable=False, aggregation=tf.VariableAggregation.SUM,
                                            synchronization=tf.VariableSynchronization.ON_READ)
         self._steps: dict = {}  # batch signature -> compiled micro-step
-        self._updates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> {signature: fn}
+        self._updates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> {key: fn}
 
     @contextlib.contextmanager
     def emptied_on_error(self):
@@ -125,7 +125,9 @@ class _Loop:
         Either returns the window's ``(sum of loss x weight, sum of weights)`` over every replica."""
         per_optimizer = self._updates.setdefault(optimizer, {})
         signature = None if batch is None else plumbing.relaxed_signature(batch)
-        key = hashable(signature)
+        # Which variables get None is fixed when an update is traced: after a new micro-step brought
+        # a gradient to a variable that had none, trace again rather than drop that gradient.
+        key = (hashable(signature), tuple(self.accumulator._received))
         if key not in per_optimizer:
             opt = weakref.ref(optimizer)  # the cache must not keep the optimizer alive
             if batch is None:
