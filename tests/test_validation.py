@@ -359,6 +359,24 @@ def test_stream_shuffles_like_a_new_iterator():
     assert all(sorted(p) == list(range(20)) for p in passes) and not np.array_equal(*passes)
 
 
+def test_a_pass_refused_by_the_workers_check_leaves_the_stream_at_the_next_pass(monkeypatch):
+    # Several workers: each pass first compares its first batch across workers. A refusal after the
+    # stream handed out that batch must not make the next pass start at the second batch.
+    def refuse(strategy, batch, name):
+        raise ValueError(f"{name} differs between workers")
+
+    model, stream = make_model(), V.ValidationStream(val_ds(with_ids=True))
+    expected = V.evaluate(model, val_ds(with_ids=True), MSE, return_ids=True)
+    with monkeypatch.context() as patch:
+        patch.setattr(V, "cluster_workers", lambda strategy: 2)
+        patch.setattr(V, "require_same_batch", refuse)
+        with pytest.raises(ValueError, match="val_ds differs between workers"):
+            V.evaluate(model, stream, MSE)
+    result = V.evaluate(model, stream, MSE, return_ids=True)
+    assert result["examples"] == expected["examples"] and stream.passes == 1
+    np.testing.assert_array_equal(result["ids"], expected["ids"])
+
+
 def test_stream_bad_inputs():
     with pytest.raises(ValueError, match="val_ds is infinite"):
         V.ValidationStream(train_ds())

@@ -189,6 +189,8 @@ def evaluate(model: keras.Model, dataset: tf.data.Dataset | ValidationStream, lo
 def _run_pass(steps: CompiledSteps, data: tf.data.Dataset | ValidationStream, name: str, *,
               return_ids: bool) -> dict[str, Any]:
     first = data._start_pass() if isinstance(data, ValidationStream) else None  # before any reset
+    if first is not None:
+        data.interrupted = True  # until the pass ends: an error from here on leaves the stream inside a pass
     if cluster_workers(steps.strategy) > 1:  # every worker must read the same batches
         require_same_batch(steps.strategy, next(iter(data)) if first is None else first, name)
     for metric in steps.keras_metrics:
@@ -196,7 +198,6 @@ def _run_pass(steps: CompiledSteps, data: tf.data.Dataset | ValidationStream, na
     if first is None:
         sums, counts, count, ids = steps.eval_pass(data)
     else:
-        data.interrupted = True  # until the pass ends: an error midway leaves the stream inside a pass
         sums, counts, count, ids = steps.stream_pass(data._iterator, first)
         data.interrupted = False
         data.passes += 1
