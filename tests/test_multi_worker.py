@@ -566,3 +566,228 @@ def test_a_validation_set_sharded_per_worker_is_refused(validation_results):
     for results in validation_results:
         assert results["sharded"].startswith(
             "dataset differs between workers (worker 1's first batch is not worker 0's)")
+
+
+# --------------------------------------------------------------------------- issue 22's losses on two workers
+
+
+def _loss_terms_worker() -> dict:
+    """Issue 22's losses (per output, loss_weights, what each loss divides by, unused heads, ragged
+    inputs) under issue 23's multi-worker path, against ONE process on the same global batches:
+    Keras' ``fit``/``model.evaluate`` where they apply, else the helper itself without a strategy."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()  # before any other TensorFlow op
+    import hashlib
+    import warnings
+
+    import keras
+    import numpy as np
+
+    from helpers import accumulation as acc
+    from helpers import molecules
+    from helpers import validation as val
+    from tests.learner_models import two_outputs
+
+    warnings.simplefilter("ignore")  # a head without a loss gets no gradient: Keras warns
+    tf.config.experimental.enable_op_determinism()
+    rng = np.random.default_rng(22)
+    x = rng.normal(size=(12, 3)).astype("float32")
+    y = {"a": rng.normal(size=(12, 1)).astype("float32"), "b": rng.normal(size=(12, 2)).astype("float32")}
+    mse, mae = keras.losses.MeanSquaredError(), keras.losses.MeanAbsoluteError()
+    sizes = [3, 5, 1, 3]  # windows of 8 and 4 (accumulation_steps 2); replica shares 1/2, 2/3, 0/1, 1/2
+    out: dict = {}
+
+    def weights_of(model):
+        return [np.asarray(w) for w in model.get_weights()]
+
+    def digest(model):
+        return hashlib.sha256(b"".join(w.tobytes() for w in weights_of(model))).hexdigest()
+
+    def gap(a, b):
+        return max(float(np.abs(np.asarray(u, np.float64) - np.asarray(v, np.float64)).max()) for u, v in zip(a, b))
+
+    def in_scope(make):
+        with strategy.scope():
+            return make()
+
+    # Per-output losses with loss_weights; one head without a loss (its variables get no update, not
+    # even AdamW's weight decay); an optimizer that clips and scales its loss.
+    cases = {
+        "sgd": ({"a": mse, "b": mae}, {"a": 2.0, "b": 0.5}, lambda: keras.optimizers.SGD(0.1)),
+        "adam_clip_scaled": ({"a": mse, "b": mae}, {"a": 2.0, "b": 0.5},
+                             lambda: keras.optimizers.Adam(0.05, global_clipnorm=0.5, loss_scale_factor=8.0)),
+        "unused_head_adamw": ({"a": mse, "b": None}, None, lambda: keras.optimizers.AdamW(0.05, weight_decay=0.5)),
+    }
+    for name, (loss, loss_weights, optimizer) in cases.items():
+        fitted = two_outputs("dict", hidden=True)
+        fitted.compile(optimizer=optimizer(), loss=loss, loss_weights=loss_weights)
+        fitted.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)  # batches of 8 and 4: the windows
+        alone = two_outputs("dict", hidden=True)
+        alone_history = acc.train_accumulated(alone, optimizer(), loss, acc.micro_batches((x, y), sizes), 2,
+                                              loss_weights=loss_weights, verbose=False)
+        model = in_scope(lambda: two_outputs("dict", hidden=True))
+        start = weights_of(model)
+        with strategy.scope():
+            opt = optimizer()
+        history = acc.train_accumulated(model, opt, loss, acc.micro_batches((x, y), sizes), 2,
+                                        loss_weights=loss_weights, verbose=False)
+        head_b = [i for i, v in enumerate(model.weights) if v.path.startswith("b/")]
+        out[name] = {"gap_fit": gap(weights_of(model), weights_of(fitted)), "moved": gap(weights_of(model), start),
+                     "loss_gap": max(abs(a - b) for a, b in zip(history["loss"], alone_history["loss"])),
+                     "head_b_moved": max(float(np.abs(weights_of(model)[i] - start[i]).max()) for i in head_b),
+                     "digest": digest(model), "examples": history["examples"]}
+
+    # What each loss divides by: unmasked entries (a masked sequence output), the sum of the sample
+    # weights (mean_with_sample_weight). Every micro-batch share counts that much.
+    def masked():
+        keras.utils.set_random_seed(3)
+        return keras.Sequential([keras.Input((4,)), keras.layers.Embedding(6, 3, mask_zero=True),
+                                 keras.layers.Dense(5)])
+
+    tokens = np.array([[1, 2, 0, 0], [3, 0, 0, 0], [1, 1, 1, 1], [2, 5, 4, 0], [5, 0, 0, 0], [4, 4, 0, 0],
+                       [1, 3, 5, 0]])
+    labels = rng.integers(0, 5, size=(7, 4))
+    sparse = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    weighted = keras.losses.MeanSquaredError(reduction="mean_with_sample_weight")
+    sample_weight = np.array([1, 1, 1, 1, 5, 5, 5, 5, 2, 0.5, 3, 1], "float32")
+    families = {
+        "mask": (masked, sparse, (tokens, labels), [1, 2, 4]),
+        "sample_weight": (lambda: two_outputs("dict", seed=4), {"a": weighted, "b": weighted},
+                          (x, y, sample_weight), [3, 4, 5]),
+    }
+    for name, (make, loss, batch, parts) in families.items():
+        fitted = make()
+        fitted.compile(optimizer=keras.optimizers.SGD(0.5), loss=loss)
+        reported = fitted.fit(*batch[:2], sample_weight=batch[2] if len(batch) > 2 else None, batch_size=len(batch[0]),
+                              shuffle=False, verbose=0).history["loss"][0]
+        model = in_scope(make)
+        with strategy.scope():
+            opt = keras.optimizers.SGD(0.5)
+        history = acc.train_accumulated(model, opt, loss, acc.micro_batches(batch, parts), len(parts), verbose=False)
+        out[name] = {"gap_fit": gap(weights_of(model), weights_of(fitted)), "loss_rel": abs(history["loss"][0] / reported - 1),
+                     "digest": digest(model)}
+
+    # Ragged inputs of float64 models: the full batch's gradient, and training with a clipping
+    # optimizer (float64 sums cross the workers with the float32 weights).
+    x_mol, y_mol = next(iter(molecules.molecule_dataset(12, batch_size=12)))
+    loss64 = keras.losses.MeanSquaredError(dtype="float64")
+    def per_atom():
+        keras.utils.set_random_seed(5)
+        built = molecules.PerAtomEnergy(hidden=4)
+        built(x_mol)
+        return built
+
+    model = in_scope(per_atom)
+    got = acc.accumulated_gradients(model, loss64, acc.micro_batches((x_mol, y_mol), [5, 5, 2]))
+    with tf.GradientTape() as tape:
+        full = loss64(y_mol, model(x_mol, training=True))
+    out["ragged_gradient_gap"] = gap(got, tape.gradient(full, model.trainable_variables))
+    alone = per_atom()
+    alone.set_weights(model.get_weights())  # model's weights before training (its gradient changed none)
+    with strategy.scope():
+        opt = keras.optimizers.SGD(0.01, clipnorm=1.0)
+    acc.train_accumulated(model, opt, loss64, acc.micro_batches((x_mol, y_mol), [5, 5, 2]), 3, verbose=False)
+    acc.train_accumulated(alone, keras.optimizers.SGD(0.01, clipnorm=1.0), loss64,
+                          acc.micro_batches((x_mol, y_mol), [5, 5, 2]), 3, verbose=False)
+    out["ragged_training"] = {"gap": gap(weights_of(model), weights_of(alone)), "digest": digest(model)}
+
+    # Mixed precision with per-output losses: a window that overflows in worker 0's share only.
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    with strategy.scope():
+        inputs = keras.Input((3,))
+        hidden = keras.layers.Dense(4, activation="tanh")(inputs)
+        model = keras.Model(inputs, {"a": keras.layers.Dense(1, name="a", dtype="float32")(hidden),
+                                     "b": keras.layers.Dense(2, name="b", dtype="float32")(hidden)})
+        opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+    keras.mixed_precision.set_global_policy("float32")
+    before, y_big = weights_of(model), {"a": y["a"][:8].copy(), "b": y["b"][:8]}
+    y_big["a"][:2] = 6e4  # float16 overflow in worker 0's share of the first micro-batch only
+    acc.train_accumulated(model, opt, {"a": mse, "b": mae}, acc.micro_batches((x[:8], y_big), [4, 4]), 2,
+                          loss_weights=[1.0, 0.5], verbose=False)
+    out["overflow"] = {"unchanged": all((a == b).all() for a, b in zip(before, weights_of(model))),
+                       "scale": float(opt.dynamic_scale.numpy()), "iterations": int(opt.iterations.numpy())}
+
+    # Validation: per-output losses, loss_weights and metrics per output, against model.evaluate
+    # (the loss and the metric; Keras' <output>_loss trackers average batch means, not examples, so
+    # those are compared with the helper in one process, which Keras matches on one batch).
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(5)  # 5, 5, 2: shares 2/3, 2/3, 1/1
+    loss, loss_weights = {"a": mse, "b": mae}, {"a": 2.0, "b": 0.5}
+    reference = two_outputs("dict", hidden=True)
+    reference.compile(loss=loss, loss_weights=loss_weights, metrics={"a": [keras.metrics.MeanAbsoluteError(name="mae")]})
+    expected = reference.evaluate(data, verbose=0, return_dict=True)
+    alone = val.evaluate(reference, data, loss, {"a": [keras.metrics.MeanAbsoluteError(name="mae")]},
+                         loss_weights=loss_weights)
+    model = in_scope(lambda: two_outputs("dict", hidden=True))
+    with strategy.scope():
+        metric = keras.metrics.MeanAbsoluteError(name="mae")
+    result = val.evaluate(model, data, loss, {"a": [metric]}, loss_weights=loss_weights)
+    steps = next(iter(val._EVAL_STEPS[model].values()))
+    out["evaluate"] = {"keys": sorted(result), "alone_keys": sorted(alone),
+                       "keras_rel": max(abs(result[k] / expected[k] - 1) for k in ("loss", "a_mae")),
+                       "alone_rel": max(abs(result[k] / alone[k] - 1) for k in alone if k != "examples"),
+                       "examples": result["examples"],
+                       "collectives": workers.count_collectives(steps.eval_step.get_concrete_function(
+                           *tf.nest.map_structure(lambda s: tf.TensorSpec([None, *s.shape[1:]], s.dtype),
+                                                  data.element_spec)))}
+    fitted = two_outputs("dict", hidden=True)
+    alone = val.train_with_validation(fitted, keras.optimizers.SGD(0.05), loss, data.repeat(), data, steps=4,
+                                      every=2, loss_weights=loss_weights)
+    with strategy.scope():
+        opt = keras.optimizers.SGD(0.05)
+    history = val.train_with_validation(model, opt, loss, data.repeat(), data, steps=4, every=2,
+                                        loss_weights=loss_weights)
+    out["train_with_validation"] = {
+        "gap": gap(weights_of(model), weights_of(fitted)),
+        "val_gap": max(abs(a[k] - b[k]) for a, b in zip(history.val, alone.val) for k in ("loss", "a_loss", "b_loss")),
+        "digest": digest(model)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def loss_terms_results():
+    return run_workers(_loss_terms_worker, 2, timeout=CLUSTER_TIMEOUT)
+
+
+def test_per_output_losses_with_loss_weights_on_two_workers_equal_one_process(loss_terms_results):
+    first, second = loss_terms_results
+    for name in ("sgd", "adam_clip_scaled", "unused_head_adamw"):
+        assert first[name]["digest"] == second[name]["digest"], f"{name}: the workers' weights differ"
+        assert first[name]["moved"] > 1e-3 and first[name]["gap_fit"] < WEIGHTS_TOL, (name, first[name])
+        assert first[name]["loss_gap"] < 1e-6 and first[name]["examples"] == [8, 4], (name, first[name])
+    # The head without a loss: no gradient in any window on either worker, so no step (not even
+    # AdamW's weight decay); the heads with a loss moved.
+    assert first["unused_head_adamw"]["head_b_moved"] == second["unused_head_adamw"]["head_b_moved"] == 0.0
+    assert first["sgd"]["head_b_moved"] > 1e-3
+
+
+def test_micro_batch_shares_on_two_workers_count_what_their_loss_divides_by(loss_terms_results):
+    first, second = loss_terms_results
+    for name in ("mask", "sample_weight"):
+        assert first[name]["digest"] == second[name]["digest"], name
+        assert first[name]["gap_fit"] < WEIGHTS_TOL and first[name]["loss_rel"] < 1e-5, (name, first[name])
+
+
+def test_ragged_float64_inputs_on_two_workers_give_the_full_batch(loss_terms_results):
+    first, second = loss_terms_results
+    assert first["ragged_gradient_gap"] < 1e-9 and second["ragged_gradient_gap"] < 1e-9
+    assert first["ragged_training"]["digest"] == second["ragged_training"]["digest"]
+    assert first["ragged_training"]["gap"] < 1e-9
+
+
+def test_an_overflow_in_one_workers_share_of_per_output_losses_is_skipped_by_both(loss_terms_results):
+    first, second = loss_terms_results
+    assert first["overflow"] == second["overflow"] == {"unchanged": True, "scale": 16384.0, "iterations": 0}
+
+
+def test_per_output_validation_on_two_workers_reports_what_keras_evaluate_reports(loss_terms_results):
+    first, second = loss_terms_results
+    for results in loss_terms_results:
+        evaluated = results["evaluate"]
+        assert evaluated["keys"] == evaluated["alone_keys"] == ["a_loss", "a_mae", "b_loss", "examples", "loss"]
+        assert evaluated["keras_rel"] < 1e-5 and evaluated["alone_rel"] < 1e-6, evaluated
+        assert evaluated["examples"] == 12
+        assert evaluated["collectives"] == {"CollectiveReduceV2": 1}  # sums and counts in one all-reduce
+        assert results["train_with_validation"]["gap"] < WEIGHTS_TOL
+        assert results["train_with_validation"]["val_gap"] < 1e-6
+    assert first["train_with_validation"]["digest"] == second["train_with_validation"]["digest"]
