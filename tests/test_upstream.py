@@ -281,6 +281,31 @@ def test_03_a_for_loop_over_a_dataset_in_a_tf_function_runs_in_the_graph():
         "(Python runs the body once, when tracing)")
 
 
+def test_03_stream_loss_is_the_mean_of_each_batchs_own_loss():
+    """``batching.stream_loss`` on top of ``test_on_batch``: on Keras 3.13 (Colab's stack)
+    ``test_on_batch`` returns the running mean of every call since the metrics were last reset, so the
+    helper resets them before every batch. This file runs on both stacks."""
+    import keras
+    import numpy as np
+    import pytest
+    import tensorflow as tf
+
+    from helpers import batching
+
+    keras.utils.set_random_seed(0)
+    model = _stateful_lstm((2, 3, 1), stateful=True)
+    model.compile(loss="mse")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 2, 3, 1)).astype("float32")
+    y = (rng.normal(size=(3, 2, 3, 3)) * np.array([1.0, 3.0, 9.0]).reshape(3, 1, 1, 1)).astype("float32")
+    batching.reset_stateful(model)
+    own = [float(np.mean((model.predict_on_batch(x[k]) - y[k]) ** 2)) for k in range(3)]
+    got = batching.stream_loss(model, tf.data.Dataset.from_tensor_slices((x, y)))
+    assert got == pytest.approx(float(np.mean(own)), rel=1e-5), lesson(
+        NB03, "A model that needs consecutive batches",
+        f"stream_loss {got:.4f} is the mean of the batches' own losses {np.round(own, 4).tolist()}")
+
+
 # --------------------------------------------------------------------------- 04 validation queues
 
 NB04 = "notebooks/04_validation_queues.ipynb"

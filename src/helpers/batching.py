@@ -370,6 +370,7 @@ def stream_loss(model: keras.Model, dataset: tf.data.Dataset, *, reset_every_bat
     for x, y in dataset:
         if reset_every_batch:
             reset_stateful(model)
+        model.reset_metrics()  # Keras 3.13's test_on_batch returns the running mean of every call since
         losses.append(float(model.test_on_batch(x, y, return_dict=True)["loss"]))
     if not losses:
         raise ValueError("dataset is empty: it holds no batch")
