@@ -1,0 +1,172 @@
+"""Every notebook run from JupyterLab's own menu in headless Chromium, as a learner runs it.
+
+JupyterLab is started from this environment as ``make lab`` starts it (``tools/lab.py``, learner:
+nbgrader hidden), serving copies of the committed notebooks in a temporary folder (a run must not
+rewrite the committed files). For each notebook: it opens unmodified (JupyterLab rewrote nothing);
+Edit → Clear Outputs of All Cells, then Run → Run All Cells; then every code cell has run, no output
+is an error or a stderr block (JupyterLab 4 renders tracebacks as ``application/vnd.jupyter.stderr``),
+it drew as many figures as the committed notebook holds and each image decoded
+(``naturalWidth > 0``), and the kernel is idle. Screenshots and the time each notebook took go to
+``build/browser/`` (the README's picture is taken from there: ``docs/images/``).
+
+Chromium is Debian's package (``make chromium``). Without it the tests are skipped, saying how to
+get it; in CI (``CI=true``) they fail instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.browser import (BrowserMissing, JupyterLab, chromium, chromium_executable, click_menu, in_ci,
+                           is_dirty, menu_labels, open_notebook, report, run_all_cells)
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import lab as lab_tool  # noqa: E402
+import sync_workbook  # noqa: E402
+
+NOTEBOOKS = sync_workbook.notebook_paths()
+OUT = ROOT / "build" / "browser"
+VIEWPORT = {"width": 1280, "height": 800}
+README_IMAGE = ROOT / "docs" / "images" / "jupyterlab.png"
+README_SOURCE = OUT / "01_queue_decoupling-readme.png"  # what the test writes for docs/images/
+
+
+def _stays_clean(page, seconds: float = 5.0) -> bool:
+    """Not marked modified at any reading over ``seconds`` (JupyterLab rewrites metadata as the kernel
+    connects, which may come late on a loaded machine)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if is_dirty(page):
+            return False
+        time.sleep(0.25)
+    return True
+
+
+def _figures(path: Path) -> int:
+    nb = nbformat.read(path, as_version=4)
+    return sum(1 for cell in nb.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+               if output.get("output_type") in ("display_data", "execute_result")
+               and any(mime.startswith("image/") for mime in output.get("data", {})))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        chromium_executable()
+    except BrowserMissing as missing:
+        if in_ci():
+            pytest.fail(f"CI needs the browser test: {missing}")
+        pytest.skip(str(missing))
+    with chromium() as instance:
+        yield instance
+
+
+@pytest.fixture(scope="module")
+def learner_lab(tmp_path_factory, browser):
+    folder = tmp_path_factory.mktemp("lab")
+    for path in NOTEBOOKS:
+        shutil.copy(path, folder / path.name)
+    with JupyterLab(root=folder, role="learner") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def timings():
+    times: dict[str, float] = {}
+    yield times
+    OUT.mkdir(parents=True, exist_ok=True)
+    lines = [f"{name}  {seconds:.0f} s" for name, seconds in times.items()]
+    (OUT / "times.txt").write_text("Run All Cells in JupyterLab, headless Chromium (this machine, its load "
+                                   "at the time):\n" + "\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_from_jupyterlabs_menu(path, browser, learner_lab, timings):
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        open_notebook(page, learner_lab, path.name)
+        assert _stays_clean(page), f"{path.name} opens modified: JupyterLab rewrote it (run `make sync`)"
+        click_menu(page, "Edit", "Clear Outputs of All Cells")
+        cleared = report(page)
+        assert cleared.images == cleared.executed_cells == 0, cleared
+
+        timings[path.name] = run_all_cells(page, learner_lab)
+        seen = report(page)
+        OUT.mkdir(parents=True, exist_ok=True)
+        _screenshot(page, OUT / f"{path.stem}.png")
+        if path.stem == "01_queue_decoupling":
+            _screenshot(page, README_SOURCE, small=True)
+
+        assert seen.executed_cells == seen.code_cells > 0, f"{path.name}: only {seen.executed_cells} of " \
+            f"{seen.code_cells} code cells ran"
+        assert not seen.error_outputs, f"{path.name}: errors: {seen.error_outputs}"
+        assert not seen.stderr_outputs, f"{path.name}: stderr blocks: {seen.stderr_outputs}"
+        assert seen.images == _figures(path), f"{path.name}: {seen.images} figures drawn, the committed " \
+            f"notebook has {_figures(path)}"
+        assert seen.images_drawn == seen.images, f"{path.name}: {seen.images - seen.images_drawn} figures " \
+            "did not render"
+        assert [k["execution_state"] for k in learner_lab.api("kernels")] == ["idle"]
+    finally:
+        page.close()
+        learner_lab.shut_down_kernels()
+
+
+def _screenshot(page, target: Path, small: bool = False) -> None:
+    """The notebook scrolled to its first figure (or its top), as the user sees it."""
+    first_image = page.query_selector(".jp-Notebook .jp-OutputArea-output img")
+    if first_image is not None:
+        first_image.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+    page.screenshot(path=str(target))
+    if small:  # the README's copy: 256 colours keep it small
+        from PIL import Image
+
+        with Image.open(target) as image:
+            image.convert("RGB").quantize(colors=256).save(target, optimize=True)
+
+
+def test_learner_sees_no_nbgrader_and_a_copy_that_opens_clean(browser, learner_lab):
+    copies = lab_tool.learner_copies(target=learner_lab.root / "my-notebooks")
+    assert copies, "no learner copies written"
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        open_notebook(page, learner_lab, f"my-notebooks/{copies[0].name}")
+        assert "Nbgrader" not in menu_labels(page)
+        assert _stays_clean(page), f"the learner's copy {copies[0].name} opens modified"
+        assert "raise NotImplementedError()" in page.eval_on_selector(".jp-Notebook", "n => n.textContent")
+    finally:
+        page.close()
+        learner_lab.shut_down_kernels()
+    assert "nbgrader" not in learner_lab.read_log().lower()
+
+
+def test_teacher_sees_nbgrader(browser, tmp_path):
+    """The other side of the learner's check: the same JupyterLab as a teacher starts it has nbgrader."""
+    shutil.copy(NOTEBOOKS[0], tmp_path / NOTEBOOKS[0].name)
+    with JupyterLab(root=tmp_path, role="teacher") as server:
+        page = browser.new_page(viewport=VIEWPORT)
+        try:
+            page.goto(server.page_url(""))
+            page.wait_for_selector(".lm-MenuBar-itemLabel")
+            page.wait_for_selector(".lm-MenuBar-itemLabel:text-is('Nbgrader')", timeout=60_000)
+        finally:
+            page.close()
+        assert "nbgrader" in server.read_log().lower()
+
+
+def test_readme_picture_is_the_browser_tests_screenshot():
+    """docs/images/jupyterlab.png is a copy of what this test wrote (same size), shown by the README."""
+    from PIL import Image
+
+    assert README_IMAGE.is_file(), f"missing {README_IMAGE.relative_to(ROOT)}"
+    assert README_IMAGE.stat().st_size < 250_000, "keep the README's picture small"
+    assert "docs/images/jupyterlab.png" in (ROOT / "README.md").read_text()
+    with Image.open(README_IMAGE) as image:
+        assert image.size == (VIEWPORT["width"], VIEWPORT["height"])
