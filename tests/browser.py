@@ -53,6 +53,10 @@ class BrowserMissing(RuntimeError):
     """No Chromium binary to drive."""
 
 
+class PortTaken(RuntimeError):
+    """The port chosen for JupyterLab was taken before it could bind it."""
+
+
 def chromium_executable() -> Path:
     """The Chromium binary Playwright should launch; raises :class:`BrowserMissing` if none.
 
@@ -95,12 +99,13 @@ class JupyterLab:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def api(self, path: str):
-        """GET ``/api/<path>`` as JSON."""
-        request = urllib.request.Request(f"{self.url}/api/{path}",
+    def api(self, path: str, method: str = "GET", timeout: float = 10):
+        """``method`` ``/api/<path>``; the answer's JSON (None when it has none)."""
+        request = urllib.request.Request(f"{self.url}/api/{path}", method=method,
                                          headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.load(response)
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+        return json.loads(body) if body else None
 
     def page_url(self, path: str) -> str:
         return f"{self.url}/lab/tree/{path}?token={self.token}&reset"
@@ -112,17 +117,23 @@ class JupyterLab:
     def shut_down_kernels(self) -> None:
         """Shut down every kernel the server runs (a TensorFlow kernel holds about 1 GB)."""
         for kernel in self.api("kernels"):
-            request = urllib.request.Request(f"{self.url}/api/kernels/{kernel['id']}", method="DELETE",
-                                             headers={"Authorization": f"token {self.token}"})
             with contextlib.suppress(OSError):
-                urllib.request.urlopen(request, timeout=30).close()
+                self.api(f"kernels/{kernel['id']}", method="DELETE", timeout=30)
 
     def __enter__(self) -> "JupyterLab":
+        try:
+            return self._start()
+        except PortTaken:  # another process bound the free port first: once more, on another
+            self.port = 0
+            return self._start()
+
+    def _start(self) -> "JupyterLab":
         self._private = tempfile.TemporaryDirectory(prefix="jupyterlab-")
         private = Path(self._private.name)
         self.port = self.port or _free_port()
-        options = ["--no-browser", f"--port={self.port}", "--ServerApp.ip=127.0.0.1",
-                   f"--IdentityProvider.token={self.token}", "--ServerApp.open_browser=False"]
+        # port_retries=0: on a taken port JupyterLab stops instead of serving on another one
+        options = ["--no-browser", f"--port={self.port}", "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1",
+                   f"--IdentityProvider.token={self.token}"]
         if os.geteuid() == 0:
             options.append("--allow-root")
         # No news or update toasts over the notebook (the default asks once whether to fetch news).
@@ -142,6 +153,8 @@ class JupyterLab:
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 self.__exit__(None, None, None)
+                if "already in use" in self.log:
+                    raise PortTaken(self.port)
                 raise RuntimeError(f"JupyterLab exited with {self._process.returncode}:\n{self.log[-3000:]}")
             with contextlib.suppress(OSError):
                 self.api("status")
