@@ -16,6 +16,7 @@ get it; in CI (``CI=true``) they fail instead.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import tests.browser as browser_module
 from tests.browser import (BrowserMissing, JupyterLab, chromium, chromium_executable, click_menu, in_ci,
                            is_dirty, menu_labels, open_notebook, report, run_all_cells)
 
@@ -170,3 +172,35 @@ def test_readme_picture_is_the_browser_tests_screenshot():
     assert "docs/images/jupyterlab.png" in (ROOT / "README.md").read_text()
     with Image.open(README_IMAGE) as image:
         assert image.size == (VIEWPORT["width"], VIEWPORT["height"])
+
+
+def test_a_missing_browser_says_how_to_get_one(monkeypatch, capsys):
+    monkeypatch.setenv("CHROMIUM", "/no/such/chromium")
+    with pytest.raises(BrowserMissing, match="apt-get install chromium"):
+        chromium_executable()
+    monkeypatch.delenv("CI", raising=False)
+    assert browser_module.ensure_chromium() == 0  # a user's machine: a note, then the test skips
+    assert "apt-get install chromium" in capsys.readouterr().out
+
+
+def test_in_ci_a_missing_browser_is_installed_or_fails(monkeypatch, tmp_path, capsys):
+    target = tmp_path / "chromium"
+    monkeypatch.setenv("CHROMIUM", str(target))
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setattr(browser_module.os, "geteuid", lambda: 1000)
+    assert browser_module.ensure_chromium() == 1
+    assert "cannot install it" in capsys.readouterr().err
+
+    commands = []
+
+    def apt_get(argv, **kwargs):  # stands in for apt-get: records it, "installs" the binary
+        commands.append(argv)
+        target.write_text("#!/bin/sh\n")
+        target.chmod(0o755)
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(browser_module.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(browser_module.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(browser_module.subprocess, "run", apt_get)
+    assert browser_module.ensure_chromium() == 0
+    assert commands == [["apt-get", "install", "-y", "chromium"]]
