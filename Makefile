@@ -84,9 +84,10 @@ browser: $(STAMP) chromium
 chromium: $(STAMP)
 	@$(PY) tests/browser.py
 
-## make pythons: on every other supported Python this machine has, a fresh install and fast tests
+## make pythons: every unsupported Python this machine has refused; on the newest of each other supported
+##               minor version a fresh copy, make lab and fast tests (PYTHONS=all: on every one)
 pythons: $(STAMP)
-	$(PY) -m pytest -q -rs tests/test_pythons.py
+	PYTHONS="$(PYTHONS)" $(PY) -m pytest -q -rs tests/test_pythons.py
 
 ## make run: re-execute every notebook in place, each in a fresh kernel (regenerates committed outputs)
 ##           (one notebook: make run NB=notebooks/02_gradient_accumulation.ipynb; same for make replay)

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,11 +115,25 @@ class JupyterLab:
         """The server's log so far (its stdout and stderr)."""
         return self._log_path.read_text(errors="replace") if self._private else self.log
 
-    def shut_down_kernels(self) -> None:
-        """Shut down every kernel the server runs (a TensorFlow kernel holds about 1 GB)."""
-        for kernel in self.api("kernels"):
+    def kernels(self) -> list[dict]:
+        """The server's kernels. A listing that races a kernel's start or shutdown can answer 500
+        (seen once here): it is asked again, up to five times."""
+        for attempt in range(5):
+            try:
+                return self.api("kernels")
+            except urllib.error.HTTPError as error:
+                if error.code < 500 or attempt == 4:
+                    raise
+                time.sleep(1.0)
+        raise AssertionError("not reached")
+
+    def shut_down_kernels(self, timeout: float = 60) -> None:
+        """Shut down every kernel the server runs (a TensorFlow kernel holds about 1 GB), and wait
+        until none is listed."""
+        for kernel in self.kernels():
             with contextlib.suppress(OSError):
                 self.api(f"kernels/{kernel['id']}", method="DELETE", timeout=30)
+        _wait(lambda: not self.kernels(), timeout, "every kernel shut down")
 
     def __enter__(self) -> "JupyterLab":
         try:
@@ -194,7 +209,7 @@ def chromium() -> Iterator:
 
 
 def _kernel_states(lab: JupyterLab) -> list[str]:
-    return [kernel["execution_state"] for kernel in lab.api("kernels")]
+    return [kernel["execution_state"] for kernel in lab.kernels()]
 
 
 def _wait(condition, timeout: float, what: str, interval: float = 0.5):

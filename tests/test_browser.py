@@ -9,6 +9,10 @@ it drew as many figures as the committed notebook holds and each image decoded
 (``naturalWidth > 0``), and the kernel is idle. Screenshots and the time each notebook took go to
 ``build/browser/`` (the README's picture is taken from there: ``docs/images/``).
 
+A learner's copy (``make lab``'s) opens unmodified too, without nbgrader's menu, and Run All Cells
+stops at its first exercise with a one-line message; a teacher's JupyterLab (``make teach``'s) shows
+nbgrader's menu.
+
 Chromium is Debian's package (``make chromium``). Without it the tests are skipped, saying how to
 get it; in CI (``CI=true``) they fail instead.
 """
@@ -25,7 +29,7 @@ import nbformat
 import pytest
 
 import tests.browser as browser_module
-from tests.browser import (BrowserMissing, JupyterLab, chromium, chromium_executable, click_menu, in_ci,
+from tests.browser import (STDERR_MIME, BrowserMissing, JupyterLab, chromium, chromium_executable, click_menu, in_ci,
                            is_dirty, menu_labels, open_notebook, report, run_all_cells)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +118,7 @@ def test_notebook_runs_from_jupyterlabs_menu(path, browser, learner_lab, timings
             f"notebook has {_figures(path)}"
         assert seen.images_drawn == seen.images, f"{path.name}: {seen.images - seen.images_drawn} figures " \
             "did not render"
-        assert [k["execution_state"] for k in learner_lab.api("kernels")] == ["idle"]
+        assert [k["execution_state"] for k in learner_lab.kernels()] == ["idle"]
     finally:
         page.close()
         learner_lab.shut_down_kernels()
@@ -134,15 +138,29 @@ def _screenshot(page, target: Path, small: bool = False) -> None:
             image.convert("RGB").quantize(colors=256).save(target, optimize=True)
 
 
-def test_learner_sees_no_nbgrader_and_a_copy_that_opens_clean(browser, learner_lab):
+def test_a_learners_copy_opens_clean_without_nbgrader_and_runs_to_its_first_exercise(browser, learner_lab):
+    """The README's promise: Run All Cells on a learner's copy runs it from the top and stops at the first
+    unfinished exercise with one line; the learner sees no nbgrader."""
     copies = lab_tool.learner_copies(target=learner_lab.root / "my-notebooks")
-    assert copies, "no learner copies written"
+    copy = copies[-1]  # 05, the quickest to run
     page = browser.new_page(viewport=VIEWPORT)
     try:
-        open_notebook(page, learner_lab, f"my-notebooks/{copies[0].name}")
+        open_notebook(page, learner_lab, f"my-notebooks/{copy.name}")
         assert "Nbgrader" not in menu_labels(page)
-        assert _stays_clean(page), f"the learner's copy {copies[0].name} opens modified"
+        assert _stays_clean(page), f"the learner's copy {copy.name} opens modified"
         assert "raise NotImplementedError()" in page.eval_on_selector(".jp-Notebook", "n => n.textContent")
+        run_all_cells(page, learner_lab)
+        seen = report(page)
+        assert len(seen.stderr_outputs) == 1, seen.stderr_outputs
+        message = seen.stderr_outputs[0].strip()
+        assert "is not written yet" in message and len(message.splitlines()) == 1, message
+        stopped_at = page.evaluate("""() => {
+          const cells = Array.from(document.querySelectorAll('.jp-Notebook .jp-CodeCell'));
+          const i = cells.findIndex(c => c.querySelector("[data-mime-type='%s']"));
+          return i < 0 ? '' : cells[i].querySelector('.jp-InputArea-editor .cm-line').textContent;
+        }""" % STDERR_MIME)
+        assert stopped_at.startswith("# Graded:"), stopped_at
+        assert 0 < seen.executed_cells < seen.code_cells
     finally:
         page.close()
         learner_lab.shut_down_kernels()

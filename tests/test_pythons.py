@@ -11,11 +11,13 @@ unit`` tests that one fully), in a temporary folder holding the files a clone ha
 2. ``make .venv/.installed``: the developers' extras added, pinned by the same constraints file;
 3. :data:`FAST_TESTS` with that ``.venv``'s pytest.
 
-Steps 2 and 3 are left out for a Python of the running one's minor version (Debian 12's 3.11.2
-beside 3.11.7): it installs the same wheels, which ``make unit`` tests fully; step 1 shows that pip
-accepts every pin on it. To save CI time pip does not byte-compile (``PIP_NO_COMPILE=1``): the
-installed files are the same. Each step's time goes to ``build/pythons.txt`` (pip installs from its
-cache when it can). Set ``PYTHONS`` (e.g. ``PYTHONS="3.11.2 3.12"``) to install on only some.
+Which supported Pythons: by default (``make test``) the newest of each minor version other than the
+running one's, whose wheels differ from the stack ``make unit`` tests. ``PYTHONS=all`` (``make
+pythons PYTHONS=all``) tries every one, such as Debian 12's 3.11.2 beside pyenv's 3.11.7: for a
+Python of the running one's minor version only step 1 runs (the same wheels; step 1 shows that pip
+accepts every pin on it). ``PYTHONS="3.11.2 3.12"`` tries those. To save CI time pip does not
+byte-compile (``PIP_NO_COMPILE=1``): the installed files are the same. Each step's time goes to
+``build/pythons.txt`` (pip installs from its cache when it can).
 """
 
 from __future__ import annotations
@@ -70,9 +72,14 @@ def _by_version(found: dict[str, str]) -> list[tuple[str, str]]:
 
 def _selected() -> list[tuple[str, str]]:
     mine = "%d.%d.%d" % sys.version_info[:3]
+    found = [(v, p) for v, p in _by_version(pythons_here()) if v != mine]
     wanted = os.environ.get("PYTHONS", "").split()
-    return [(v, p) for v, p in _by_version(pythons_here())
-            if v != mine and (not wanted or v in wanted or v.rsplit(".", 1)[0] in wanted)]
+    if wanted == ["all"]:
+        return found
+    if wanted:
+        return [(v, p) for v, p in found if v in wanted or v.rsplit(".", 1)[0] in wanted]
+    newest = {v.rsplit(".", 1)[0]: (v, p) for v, p in found}  # sorted: the last of each minor wins
+    return [newest[m] for m in sorted(newest, key=lambda m: int(m.split(".")[1])) if m != mine.rsplit(".", 1)[0]]
 
 
 def _clone(target: Path) -> None:
