@@ -1,51 +1,93 @@
-# Every target sets up .venv on first use (and again when pyproject.toml or constraints.txt change).
+# Every target sets up its virtual environment on first use (tools/venv.sh), and again when
+# pyproject.toml or the constraints file change. A learner needs only `make lab`.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 NB     ?= notebooks/[0-9]*.ipynb
 # JupyterLab refuses to start as root (containers, some cloud machines) unless told to.
-LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# More options for JupyterLab, e.g. make lab LAB_ARGS="--port=8890 --no-browser"
+LAB_ARGS ?=
 NBVAL  := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
+# What each role installs (pyproject.toml's extras): a learner JupyterLab only, a teacher nbgrader
+# too; the developers' and CI's environment (every target below but lab and teach) the tests too.
+LEARNER_EXTRAS := lab
+TEACHER_EXTRAS := lab,teach
+DEV_EXTRAS     := lab,test
 # Colab's stack (constraints-colab.txt) on Colab's Python (3.13) when this machine has it.
 COLAB_VENV   ?= .venv-colab
-COLAB_STAMP  := $(COLAB_VENV)/.installed
 COLAB_PYTHON ?= $(shell for p in python3.13 $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
                   "$$p" -c "" 2>/dev/null && { echo "$$p"; break; }; done)
 
-.PHONY: lab test unit replay replay-colab run student classroom bench sync
+# The Pythons the workbook supports (docs/decisions.md, "Pythons"). An unsupported one is refused
+# here, in one line, before a virtual environment is made; a complete $(VENV) keeps its own Python
+# unless PYTHON= is given on the command line.
+SUPPORTED_PYTHONS := 3.11 3.12 3.13
+PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+check_python = $(if $(filter $(SUPPORTED_PYTHONS),$(PYTHON_VERSION)),,$(error $(PYTHON) is \
+  $(if $(PYTHON_VERSION),Python $(PYTHON_VERSION),not a Python that runs): this workbook needs Python 3.11 \
+  to 3.13; pass one, e.g. make lab PYTHON=python3.12))
+python_given = $(if $(filter command line,$(origin PYTHON)),1,)
+# $(call venv,EXTRAS): create or update $(VENV) with the workbook and EXTRAS
+venv = $(if $(and $(wildcard $(STAMP)),$(if $(python_given),,1)),,$(check_python))@PYTHON_GIVEN=$(python_given) \
+  tools/venv.sh "$(VENV)" "$(PYTHON)" "$(1)"
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[lab,test]"
-	touch $(STAMP)
+.PHONY: lab teach test unit replay replay-colab browser chromium pythons run student classroom bench sync \
+        $(STAMP)
 
-## make lab: open the workbook in JupyterLab
-lab: $(STAMP)
-	$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks/
+## make lab: JupyterLab on your own copies of the notebooks (my-notebooks/, solutions removed; a copy
+##           is written only when it does not exist yet), without nbgrader
+lab:
+	$(call venv,$(LEARNER_EXTRAS))
+	$(PY) tools/lab.py learner $(ALLOW_ROOT) $(LAB_ARGS)
 
-## make test: unit tests, then replay every notebook with nbval, on this stack and on Colab's
-##            (on Colab's stack also the set-up tests and the tripwires on Keras/TensorFlow behaviour)
-test: unit replay replay-colab
+## make teach: JupyterLab on the committed notebooks (notebooks/, solutions in place) with nbgrader
+teach:
+	$(call venv,$(TEACHER_EXTRAS))
+	$(PY) tools/lab.py teacher $(ALLOW_ROOT) $(LAB_ARGS)
+
+## make .venv/.installed: the developers' environment (the one every target below uses)
+$(STAMP):
+	$(call venv,$(DEV_EXTRAS))
+
+## make test: unit tests; every notebook replayed with nbval on this stack and on Colab's (there also the
+##            set-up tests and the tripwires on Keras/TensorFlow behaviour); every notebook run in
+##            JupyterLab in headless Chromium; an install and fast tests on every other Python here
+test: unit replay replay-colab browser pythons
 
 unit: $(STAMP)
-	$(PY) -m pytest -q --doctest-modules src/helpers tests
+	$(PY) -m pytest -q --doctest-modules src/helpers tools tests --ignore=tests/test_browser.py \
+	  --ignore=tests/test_pythons.py
 
 replay: $(STAMP)
 	$(PY) -m pytest -q -p tests.conftest $(NBVAL) $(NB)
 
-$(COLAB_STAMP): pyproject.toml constraints-colab.txt
+$(COLAB_VENV)/.installed: pyproject.toml constraints-colab.txt
 	@test -n "$(COLAB_PYTHON)" || echo "note: Python 3.13 not found; replaying Colab's packages on $(PYTHON)"
-	test -x $(COLAB_VENV)/bin/python || $(or $(COLAB_PYTHON),$(PYTHON)) -m venv $(COLAB_VENV)
-	$(COLAB_VENV)/bin/python -m pip install --quiet -c constraints-colab.txt -e ".[test]"
-	touch $(COLAB_STAMP)
+	@tools/venv.sh "$(COLAB_VENV)" "$(or $(COLAB_PYTHON),$(PYTHON))" test constraints-colab.txt
 
 ## make replay-colab: replay every notebook on Colab's stack (TensorFlow 2.20, Keras 3.13), then run
 ##                    the set-up tests and the upstream tripwires there
-replay-colab: $(COLAB_STAMP)
+replay-colab: $(COLAB_VENV)/.installed
 	$(COLAB_VENV)/bin/python -c "import sys, tensorflow as tf, keras; print(f'Colab stack: Python {sys.version.split()[0]}, TensorFlow {tf.__version__}, Keras {keras.__version__}')" 2>/dev/null
 	$(COLAB_VENV)/bin/python -m pytest -q -p tests.conftest $(NBVAL) $(NB)
 	$(COLAB_VENV)/bin/python -m pytest -q tests/test_runtime.py tests/test_upstream.py
+
+## make browser: every notebook opened in JupyterLab in headless Chromium, Run All Cells, checked;
+##               screenshots in build/screenshots/
+browser: $(STAMP) chromium
+	$(PY) -m pytest -q -rs tests/test_browser.py
+
+## make chromium: Debian's Chromium for the browser test (installed with apt-get in CI, as root;
+##                elsewhere it says how to get it)
+chromium: $(STAMP)
+	@$(PY) tests/browser.py
+
+## make pythons: every unsupported Python this machine has refused; on the newest of each other supported
+##               minor version a fresh copy, make lab and fast tests (PYTHONS=all: on every one)
+pythons: $(STAMP)
+	PYTHONS="$(PYTHONS)" $(PY) -m pytest -q -rs tests/test_pythons.py
 
 ## make run: re-execute every notebook in place, each in a fresh kernel (regenerates committed outputs)
 ##           (one notebook: make run NB=notebooks/02_gradient_accumulation.ipynb; same for make replay)
@@ -70,6 +112,6 @@ bench: $(STAMP)
 	mkdir -p build
 	for b in benchmarks/bench_*.py; do $(PY) "$$b" || exit 1; done | tee build/benchmarks.txt
 
-## make sync: rebuild Colab badges, Colab install cells and the README notebook table from pyproject.toml
+## make sync: rebuild Colab badges, Colab install cells, kernelspecs and the README notebook table
 sync: $(STAMP)
 	$(PY) tools/sync_workbook.py

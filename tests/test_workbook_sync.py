@@ -3,19 +3,22 @@
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import sync_workbook  # noqa: E402
 
-PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+PYPROJECT = sync_workbook._project()
+# The Pythons make accepts; each installs constraints.txt (tools/venv.sh).
+SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
 
 
 def test_badges_colab_cells_and_readme_are_in_sync():
@@ -42,16 +45,16 @@ def test_colab_cell_installs_the_tagged_release_only_in_colab_and_leaves_tensorf
     assert f'"git+{PYPROJECT["urls"]["Repository"]}.git@v{PYPROJECT["version"]}"' in source
 
 
-def test_environment_yml_installs_this_package_and_repeats_no_dependency():
+def test_environment_yml_installs_what_make_lab_installs_and_repeats_no_dependency():
+    """Conda cannot run here (conda-forge is out of reach): this checks the file says what make lab does."""
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     conda_deps = [d for d in env["dependencies"] if isinstance(d, str)]
     assert sorted(re.split(r"[=<>]", d)[0] for d in conda_deps) == ["pip", "python"]
-    python = next(d for d in conda_deps if d.startswith("python"))
-    # conda's `python=3.11` takes the newest 3.11.x release
-    assert SpecifierSet(PYPROJECT["requires-python"]).contains(python.split("=")[1] + ".99")
+    python = next(d for d in conda_deps if d.startswith("python")).split("=")[1]
+    assert python in SUPPORTED_PYTHONS
     pip = next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
-    extras = set(PYPROJECT["optional-dependencies"])
-    assert pip == ["-c constraints.txt", f"-e .[{','.join(sorted(extras))}]"]
+    assert pip == ["-c constraints.txt", "-e .[lab]"]
+    assert "tools/lab.py learner" in (ROOT / "environment.yml").read_text()
 
 
 def _pins(name: str) -> dict[str, str]:
@@ -63,42 +66,50 @@ def _pins(name: str) -> dict[str, str]:
     return pins
 
 
-def test_constraints_pin_every_dependency_in_pyproject():
-    pins = _pins("constraints.txt")
+def _wanted(extras) -> list[Requirement]:
     wanted = list(PYPROJECT["dependencies"])
-    for extra in PYPROJECT["optional-dependencies"].values():
-        wanted += extra
-    for spec in wanted:
-        req = Requirement(spec)
-        name = canonicalize_name(req.name)
-        assert name in pins, f"{name} is not pinned in constraints.txt"
-        assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} does not satisfy {spec}"
+    for extra in extras:
+        wanted += PYPROJECT["optional-dependencies"][extra]
+    return [Requirement(spec) for spec in wanted]
 
 
-def test_readme_and_ci_use_the_one_test_command():
-    assert "make test" in (ROOT / "README.md").read_text()
-    ci = [l for l in (ROOT / ".ci/run").read_text().splitlines() if l and not l.startswith(("#", "set ", "cd "))]
-    assert ci == ["make test"]
+@pytest.mark.parametrize(("name", "extras"), [("constraints.txt", ("lab", "teach", "test")),
+                                              ("constraints-colab.txt", ("test",))])
+def test_each_constraints_file_pins_every_dependency_it_installs(name, extras):
+    pins = _pins(name)
+    for req in _wanted(extras):
+        package = canonicalize_name(req.name)
+        assert package in pins, f"{package} is not pinned in {name}"
+        assert req.specifier.contains(pins[package]), f"{name}: {package}=={pins[package]} does not satisfy {req}"
 
 
-def test_colab_constraints_pin_the_oldest_supported_tensorflow_and_keras():
-    """The lower bounds in pyproject (the versions the runtime warns below) are what CI replays."""
-    pins = _pins("constraints-colab.txt")
-    for spec in PYPROJECT["dependencies"]:
-        req = Requirement(spec)
-        name = canonicalize_name(req.name)
-        assert name in pins, f"{name} is not pinned in constraints-colab.txt"
-        assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} does not satisfy {spec}"
-        lower = next((s.version for s in req.specifier if s.operator == ">="), None)
-        if name in ("tensorflow", "keras"):
-            assert pins[name].startswith(lower + "."), f"{name}: Colab pins {pins[name]}, pyproject says >={lower}"
+def test_the_lower_bounds_of_tensorflow_and_keras_are_the_oldest_pins():
+    """What the runtime warns below (pyproject's lower bounds) is the oldest version a stack tests."""
+    for req in _wanted(()):
+        if req.name not in ("tensorflow", "keras"):
+            continue
+        lower = next(s.version for s in req.specifier if s.operator == ">=")
+        pinned = [Version(_pins(f)[req.name]) for f in ("constraints.txt", "constraints-colab.txt")]
+        oldest = min(pinned)
+        assert f"{oldest.major}.{oldest.minor}" == lower, f"{req.name}: oldest pin {oldest}, pyproject >={lower}"
 
 
-def test_requires_python_admits_every_pinned_package():
-    """Each installed pin says which Pythons it supports; the lowest Python we claim must be one."""
+def test_make_and_venv_sh_accept_the_same_pythons():
+    script = (ROOT / "tools" / "venv.sh").read_text()
+    assert f'supported="{" ".join(SUPPORTED_PYTHONS)}"' in script
+    assert f"SUPPORTED_PYTHONS := {' '.join(SUPPORTED_PYTHONS)}" in (ROOT / "Makefile").read_text()
+
+
+def test_requires_python_and_the_pins_of_this_stack_admit_every_python_it_serves():
+    """constraints.txt serves Python 3.11 to 3.13 (3.11.2 is Debian 12's): each installed pin's
+    Requires-Python must admit all of them from x.y.0 on (tests/test_pythons.py installs each)."""
     from importlib import metadata
 
-    lowest = next(s.version for s in SpecifierSet(PYPROJECT["requires-python"]) if s.operator == ">=")
+    if metadata.version("tensorflow") != _pins("constraints.txt")["tensorflow"]:
+        pytest.skip("this environment is not constraints.txt's stack")
+    served = [f"{python}.0" for python in SUPPORTED_PYTHONS]
+    assert SpecifierSet(PYPROJECT["requires-python"]).contains(served[0])
+    assert not SpecifierSet(PYPROJECT["requires-python"]).contains("3.10.99")
     checked = 0
     for name in _pins("constraints.txt"):
         try:
@@ -107,8 +118,32 @@ def test_requires_python_admits_every_pinned_package():
             continue
         checked += 1
         if needs:
-            assert SpecifierSet(needs).contains(lowest), f"{name} needs Python {needs}"
+            refused = [p for p in served if not SpecifierSet(needs).contains(p)]
+            assert not refused, f"{name} needs Python {needs}: refuses {refused}"
     assert checked > 50
+
+
+def test_notebooks_carry_ipykernels_own_kernelspec():
+    """JupyterLab writes the kernel's spec into a notebook it opens; ours already has it."""
+    from ipykernel.kernelspec import KERNEL_NAME, get_kernel_dict
+
+    spec = get_kernel_dict()
+    assert sync_workbook.KERNELSPEC == {"display_name": spec["display_name"], "language": spec["language"],
+                                        "name": KERNEL_NAME}
+    import nbformat
+
+    for path in sync_workbook.notebook_paths():
+        assert nbformat.read(path, as_version=4).metadata["kernelspec"] == sync_workbook.KERNELSPEC, path.name
+
+
+def test_readme_table_shows_each_notebooks_own_times():
+    table = sync_workbook.readme_table()
+    import nbformat
+
+    for path in sync_workbook.notebook_paths():
+        run, do = sync_workbook._times(nbformat.read(path, as_version=4))
+        row = next(line for line in table.splitlines() if f"(notebooks/{path.name})" in line)
+        assert f"| {run} | {do} |" in row
 
 
 def _notebook(*sources):
@@ -157,7 +192,7 @@ def _make(*args: str) -> subprocess.CompletedProcess:
 def test_every_make_target_the_readme_names_exists():
     readme = (ROOT / "README.md").read_text()
     named = set(re.findall(r"(?:`|^)make (\w+)", readme, re.M))
-    assert {"lab", "test", "run", "student", "classroom", "bench", "sync"} <= named
+    assert {"lab", "teach", "test", "run", "student", "classroom", "bench", "sync"} <= named
     for target in named:
         proc = _make("-n", target)
         assert proc.returncode == 0, f"make {target}: {proc.stderr}"
@@ -169,16 +204,10 @@ def test_make_test_replays_on_both_stacks_and_ci_runs_it():
     assert ".venv-colab/bin/python -m pytest" in proc.stdout.replace("$(COLAB_VENV)", ".venv-colab")
 
 
-def test_make_lab_opens_jupyterlab_from_the_venv():
-    proc = _make("lab", "LAB_ARGS=--version")
-    assert proc.returncode == 0, proc.stderr
-    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", proc.stdout.strip().splitlines()[-1]), proc.stdout
-
-
 def test_readme_states_the_oldest_supported_versions_of_pyproject():
     readme = (ROOT / "README.md").read_text()
     from helpers import runtime
 
     oldest = runtime.oldest_supported()
     assert f"below TensorFlow {oldest['tensorflow']} or Keras {oldest['keras']}" in readme
-    assert f"Python {PYPROJECT['requires-python'].removeprefix('>=')} or newer" in readme
+    assert f"Python {SUPPORTED_PYTHONS[0]} to {SUPPORTED_PYTHONS[-1]}" in readme

@@ -11,7 +11,11 @@ rewrites, from it and from each notebook's first cell:
   ``### BEGIN SOLUTION`` is a solution cell (``grade_id`` ``answer_<function>``); the code cell right
   after it must start with ``# Graded: N points`` and becomes a locked, autograded test cell with N
   points (``grade_id`` ``check_<function>``); no other cell carries nbgrader metadata;
-* the table between ``<!-- notebooks:start -->`` and ``<!-- notebooks:end -->`` in README.md.
+* the notebook's kernelspec, written as JupyterLab writes it (:data:`KERNELSPEC`), so that opening a
+  notebook in JupyterLab changes nothing and a save shows no diff;
+* the table between ``<!-- notebooks:start -->`` and ``<!-- notebooks:end -->`` in README.md: per
+  notebook its title, its one-line question and the first cell's ``**Time to run:**`` and ``**Time to
+  do the exercises:**`` lines (a dash where the first cell does not say).
 
 ``python tools/sync_workbook.py`` rewrites; ``--check`` only reports and exits 1 when out of sync.
 """
@@ -34,6 +38,11 @@ COLAB_MARK = "# Colab only:"
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 GRADED = re.compile(r"^# Graded: (\d+) points?\b")
+# ipykernel's own kernelspec (tests/test_workbook_sync.py compares): JupyterLab writes it into every
+# notebook it opens, so a notebook that carries another display name opens modified.
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+TIME_TO_RUN = re.compile(r"\*\*Time to run:\*\*\s*(.+?)\s*$", re.M)
+TIME_TO_DO = re.compile(r"\*\*Time (?:to do|for) (?:the )?exercises:\*\*\s*(.+?)\s*$", re.M)
 
 
 def _project() -> dict:
@@ -141,14 +150,26 @@ def synced_notebook(path: Path):
             cell.metadata.pop("nbgrader", None)
         else:
             cell.metadata["nbgrader"] = meta
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     return nb
 
 
+def _times(nb) -> tuple[str, str]:
+    """The first cell's time to run and time to do the exercises (a dash where it does not say)."""
+    source = nb.cells[0].source
+    found = [pattern.search(source) for pattern in (TIME_TO_RUN, TIME_TO_DO)]
+    return tuple(match.group(1).rstrip(".") if match else "—" for match in found)
+
+
 def readme_table() -> str:
-    rows = ["| # | notebook | the question it answers | open |", "|---|---|---|---|"]
+    rows = ["| # | notebook | the question it answers | time to run | time for the exercises | open |",
+            "|---|---|---|---|---|---|"]
     for path in notebook_paths():
-        title, summary = _title_and_summary(nbformat.read(path, as_version=4))
-        rows.append(f"| {path.name[:2]} | [{title}](notebooks/{path.name}) | {summary} | {badge(path)} |")
+        nb = nbformat.read(path, as_version=4)
+        title, summary = _title_and_summary(nb)
+        run, do = _times(nb)
+        link = f"[{title}](notebooks/{path.name})"
+        rows.append(f"| {path.name[:2]} | {link} | {summary} | {run} | {do} | {badge(path)} |")
     return "\n".join(rows)
 
 
