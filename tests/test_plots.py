@@ -17,22 +17,50 @@ def test_new_figure_gives_styled_axes():
 
 # --------------------------------------------------------------------------- 01 queue decoupling
 
+import pytest  # noqa: E402
 
-def test_evaluations_per_dequeue_marks_each_dequeue_and_each_accepted_iterate():
+
+def _marks(ax):
+    """x positions of every drawn marker, by marker symbol (legend proxies have no data)."""
+    marks = {}
+    for line in ax.lines:
+        if line.get_marker() not in ("None", None, "") and len(line.get_xdata()):
+            marks.setdefault(line.get_marker(), []).extend(float(v) for v in line.get_xdata())
+    return marks
+
+
+def test_evaluations_per_dequeue_draws_the_path_apart_from_the_probes():
     import pytest
 
-    fig = plots.evaluations_per_dequeue([[133.0, 40.0, 430.0, 2.0], [1.5, 0.4, 0.01]], [[2, 4], [2, 3]])
+    # batch 0: start 133, probe 4300 (far above), iterates 40 and 2.0, a probe 3.0 mid-descent; batch 1
+    fig = plots.evaluations_per_dequeue([[133.0, 4300.0, 40.0, 3.0, 2.0], [1.5, 0.4, 0.01]], [[3, 5], [2, 3]])
     ax = fig.axes[0]
     dashed = [line for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata()) == 2]
     assert len(dashed) == 2 and ax.get_yscale() == "log"
-    marks = {}
-    for line in ax.lines:
-        if line.get_marker() in ("s", "o", "x") and len(line.get_xdata()):
-            marks.setdefault(line.get_marker(), []).extend(float(v) for v in line.get_xdata())
-    # evaluation numbers across both batches: starts 1 and 5, iterates 2, 4, 6, 7, the rejected probe 3
-    assert sorted(marks["s"]) == [1, 5] and sorted(marks["o"]) == [2, 4, 6, 7] and marks["x"] == [3]
-    with pytest.raises(ValueError, match="one list per batch"):
-        plots.evaluations_per_dequeue([[1.0]], [])
+    marks = _marks(ax)
+    # evaluation numbers across both batches: starts 1 and 6, iterates 3, 5, 7, 8; probe 4 on the scale
+    assert sorted(marks["s"]) == [1, 6] and sorted(marks["o"]) == [3, 5, 7, 8] and marks["x"] == [4]
+    assert marks["^"] == [2]  # the probe beyond the path's range sits on the edge, its loss written beside it
+    assert "probe 4.3e+03" in [t.get_text() for t in ax.texts]
+    low, high = ax.get_ylim()
+    assert low <= 0.01 and 133.0 <= high < 4300.0  # the scale spans the path, not the overshooting probe
+    solid = [line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
+    assert [list(line.get_xdata()) for line in solid] == [[1, 3, 5], [6, 7, 8]]  # the path joins only iterates
+    assert sum("next(iterator)" in t.get_text() for t in ax.texts) == 2
+
+
+@pytest.mark.parametrize("losses, iterates, error, match", [
+    ([[1.0]], [], ValueError, "one list per batch"),
+    ([[]], [[]], ValueError, r"losses\[0\] is empty"),
+    ([[1.0, 0.5]], [[1]], ValueError, r"iterates\[0\] = \[1\] must be evaluation numbers from 2 to 2"),
+    ([[1.0, 0.5]], [[3]], ValueError, r"iterates\[0\]"),
+    ([[1.0, 0.0]], [[2]], ValueError, "positive and finite"),
+    ([[1.0, float("nan")]], [[2]], ValueError, "positive and finite"),
+    ("abc", [[2]], TypeError, "one list per batch"),
+])
+def test_evaluations_per_dequeue_bad_input(losses, iterates, error, match):
+    with pytest.raises(error, match=match):
+        plots.evaluations_per_dequeue(losses, iterates)
 
 
 # --------------------------------------------------------------------------- 02 gradient accumulation

@@ -50,51 +50,78 @@ def new_figure(ncols: int = 1, *, width: float = 8.0, height: float = 4.0) -> tu
 
 # --------------------------------------------------------------------------- 01 queue decoupling
 
-
+_OFF_SCALE = 10.0  # a probe more than this factor beyond the optimizer's path is drawn on the axis edge
 
 
 def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]) -> Any:
-    """Every loss evaluation of a line-search optimizer, batch after batch, with the dequeues marked.
+    """Every loss evaluation of a line-search optimizer, batch after batch, one band per dequeue.
 
     ``losses[k]`` lists the loss of every evaluation on batch ``k`` in order; ``iterates[k]`` the
-    evaluation numbers (1-based) at which the optimizer accepted an iterate. The first evaluation of
-    each batch (the new batch at the weights the optimizer starts from) is a square,
-    accepted iterates are circles, the rest (rejected line-search probes) are crosses. A dashed line
-    marks each ``next(iterator)``: every mark between two lines used one batch.
+    evaluation numbers (1-based, within batch ``k``) at which the optimizer accepted an iterate
+    (``minimize_on_batch``'s ``result.iterates``). Each batch is a shaded band opened by a dashed
+    line, the ``next(iterator)`` that took it. In it, the optimizer's path is a solid line: a hollow
+    square (the new batch at the weights the previous batch left), then the accepted iterates as
+    dots. Line-search probes that were not taken are grey crosses off the path. The log scale spans
+    the path and the probes near it: a probe more than 10 times beyond the path sits on the axis
+    edge as a grey triangle labelled with its loss, so that one overshoot does not squash the path.
 
-    >>> fig = evaluations_per_dequeue([[4.0, 2.0, 3.0, 1.0], [2.0, 0.5]], [[2, 4], [2]])
-    >>> len(fig.axes[0].lines) > 4
-    True
+    >>> fig = evaluations_per_dequeue([[4.0, 90.0, 2.0, 3.0, 1.0], [2.0, 0.5]], [[3, 5], [2]])
+    >>> [text.get_text() for text in fig.axes[0].texts if text.get_text().startswith("probe")]
+    ['probe 90']
     """
+    if not isinstance(losses, (list, tuple)) or not isinstance(iterates, (list, tuple)):
+        raise TypeError("losses and iterates must be lists with one list per batch")
     if len(losses) != len(iterates) or not losses:
         raise ValueError(f"losses and iterates must hold one list per batch, got {len(losses)} and {len(iterates)}")
-    import numpy as np
+    for k, (batch_losses, accepted) in enumerate(zip(losses, iterates)):
+        if len(batch_losses) == 0:
+            raise ValueError(f"losses[{k}] is empty: every batch has at least its first evaluation")
+        if any(not 2 <= int(i) <= len(batch_losses) for i in accepted):
+            raise ValueError(f"iterates[{k}] = {list(accepted)} must be evaluation numbers from 2 to "
+                             f"{len(batch_losses)} (evaluation 1 is the start)")
+        if not all(np.isfinite(batch_losses)) or min(batch_losses) <= 0:
+            raise ValueError(f"losses[{k}] must be positive and finite to draw on a log scale")
 
-    fig, ax = new_figure(width=9, height=4.4)
-    offset, low = 0, min(min(batch) for batch in losses)
+    fig, ax = new_figure(width=9, height=4.6)
+    paths = [np.asarray(b, dtype=float)[[0, *sorted(int(i) - 1 for i in a)]] for b, a in zip(losses, iterates)]
+    low, high = min(p.min() for p in paths) / 3, max(p.max() for p in paths) * 1.5
+    everything = np.concatenate([np.asarray(b, dtype=float) for b in losses])
+    high = max(high, everything[everything <= high * _OFF_SCALE].max(initial=high) * 1.5)
+    low = min(low, everything[everything >= low / _OFF_SCALE].min(initial=low) / 1.5)
+    offset, off_scale = 0, False
     for k, (batch_losses, accepted) in enumerate(zip(losses, iterates)):
         values = np.asarray(batch_losses, dtype=float)
         steps = offset + np.arange(1, len(values) + 1)
         color = COLORS[k % len(COLORS)]
-        chosen = np.zeros(len(values), dtype=bool)
-        chosen[np.asarray(accepted, dtype=int) - 1] = True
-        chosen[0] = False
-        rejected = ~chosen
-        rejected[0] = False
+        on_path = np.zeros(len(values), dtype=bool)
+        on_path[[0, *(int(i) - 1 for i in accepted)]] = True
+        ax.axvspan(offset + 0.5, offset + len(values) + 0.5, color=color, alpha=0.07, lw=0)
         ax.axvline(offset + 0.5, color="grey", ls="--", lw=1)
-        ax.text(offset + 1, low / 3, f"next(iterator)\nbatch {k}", fontsize=8, va="bottom")
-        ax.semilogy(steps[:1], values[:1], "s", color=color, ms=6, mfc="none")
-        ax.semilogy(steps[chosen], values[chosen], "o", color=color, ms=4)
-        ax.semilogy(steps[rejected], values[rejected], "x", color=color, ms=7)
+        ax.text(offset + 1, low * 1.3, f"next(iterator): batch {k}\n{len(values)} evaluations on it",
+                fontsize=8, va="bottom")
+        ax.semilogy(steps[on_path], values[on_path], "-", color=color, lw=1.5)
+        ax.semilogy(steps[on_path][1:], values[on_path][1:], "o", color=color, ms=4)
+        ax.semilogy(steps[:1], values[:1], "s", color=color, ms=7, mfc="white", mew=1.5)
+        probes = ~on_path
+        inside = probes & (values >= low) & (values <= high)
+        ax.semilogy(steps[inside], values[inside], "x", color="grey", ms=6, mew=1.2)
+        for step, value in zip(steps[probes & ~inside], values[probes & ~inside]):
+            above, off_scale = value > high, True
+            ax.plot([step], [high if above else low], "^" if above else "v", color="grey", ms=7, clip_on=False)
+            ax.text(step + 0.6, high if above else low, f"probe {value:.2g}", fontsize=8, color="dimgrey",
+                    va="top" if above else "bottom")
         offset += len(values)
-    ax.plot([], [], "s", color="black", mfc="none", label="first evaluation on a new batch")
-    ax.plot([], [], "o", color="black", ms=4, label="accepted iterate")
-    ax.plot([], [], "x", color="black", label="rejected line-search probe")
-    ax.plot([], [], "--", color="grey", label="next(iterator): one dequeue")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
-    ax.set(xlabel="loss + gradient evaluation (all batches, in order)", ylabel="loss",
-           title="L-BFGS evaluates each batch many times; the iterator advances once per batch")
-    ax.set_ylim(low / 4, max(max(batch) for batch in losses) * 3)
+    ax.plot([], [], "-s", color="black", mfc="white", label="start: new batch, previous batch's weights")
+    ax.plot([], [], "-o", color="black", ms=4, label="accepted iterate (the optimizer's path)")
+    ax.plot([], [], "x", color="grey", label="line-search probe, not taken")
+    if off_scale:
+        ax.plot([], [], "^", color="grey", label="probe off the scale (its loss written beside it)")
+    ax.plot([], [], "--", color="grey", label="next(iterator): the one dequeue per batch")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=9)
+    ax.set(xlabel="loss + gradient evaluation (all batches, in order)", ylabel="loss on the batch held (log)",
+           title="Many evaluations per dequeue: every evaluation in a band uses that band's one batch")
+    ax.set_ylim(low, high)
+    ax.set_xlim(0, offset + 1)
     fig.tight_layout()
     return fig
 
