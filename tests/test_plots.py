@@ -29,24 +29,33 @@ def _marks(ax):
     return marks
 
 
-def test_evaluations_per_dequeue_draws_the_path_apart_from_the_probes():
-    import pytest
+def test_evaluations_per_dequeue_draws_one_panel_per_batch_and_the_path_apart_from_rejected_trials():
+    # batch 0: start 133, a trial 43000 (over 100x the path), iterates 40 and 2.0, a trial 300 mid-descent;
+    # batch 1: start 1.5, iterates 0.4 and 0.01
+    fig = plots.evaluations_per_dequeue([[133.0, 43000.0, 40.0, 300.0, 2.0], [1.5, 0.4, 0.01]], [[3, 5], [2, 3]])
+    first, second = fig.axes
+    assert first.get_yscale() == second.get_yscale() == "log"
+    assert all("one next(iterator)" in ax.get_title() for ax in (first, second))
+    # evaluation numbers count within each batch: start 1, then the iterates
+    assert sorted(_marks(first)["s"]) == [1] and sorted(_marks(first)["o"]) == [3, 5]
+    assert sorted(_marks(second)["s"]) == [1] and sorted(_marks(second)["o"]) == [2, 3]
+    assert _marks(first)["x"] == [4] and "x" not in _marks(second)   # the trial on the scale is a cross
+    assert _marks(first)["^"] == [2]  # the trial beyond the path's range sits on the edge, its loss written
+    assert [t.get_text() for t in first.texts] == ["rejected 4.3e+04"]
+    solid = [list(line.get_xdata()) for line in first.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
+    assert solid == [[1, 3, 5]]  # the path joins only the start and the iterates
+    dotted = [list(line.get_xdata()) for line in first.lines if line.get_linestyle() == ":" and len(line.get_xdata())]
+    assert dotted == [[1, 2], [3, 4]]  # each rejected trial is joined to the point it was tried from
+    low, high = first.get_ylim()
+    assert low <= 2.0 and 300.0 <= high < 43000.0  # the scale spans the path and the trial near it
+    low, high = second.get_ylim()
+    assert low <= 0.01 and 1.5 <= high < 10  # each panel has its own scale
+    assert "(the loss rose)" in [t.get_text() for t in fig.legends[0].get_texts()][2]
 
-    # batch 0: start 133, probe 4300 (far above), iterates 40 and 2.0, a probe 3.0 mid-descent; batch 1
-    fig = plots.evaluations_per_dequeue([[133.0, 4300.0, 40.0, 3.0, 2.0], [1.5, 0.4, 0.01]], [[3, 5], [2, 3]])
-    ax = fig.axes[0]
-    dashed = [line for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata()) == 2]
-    assert len(dashed) == 2 and ax.get_yscale() == "log"
-    marks = _marks(ax)
-    # evaluation numbers across both batches: starts 1 and 6, iterates 3, 5, 7, 8; probe 4 on the scale
-    assert sorted(marks["s"]) == [1, 6] and sorted(marks["o"]) == [3, 5, 7, 8] and marks["x"] == [4]
-    assert marks["^"] == [2]  # the probe beyond the path's range sits on the edge, its loss written beside it
-    assert "probe 4.3e+03" in [t.get_text() for t in ax.texts]
-    low, high = ax.get_ylim()
-    assert low <= 0.01 and 133.0 <= high < 4300.0  # the scale spans the path, not the overshooting probe
-    solid = [line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
-    assert [list(line.get_xdata()) for line in solid] == [[1, 3, 5], [6, 7, 8]]  # the path joins only iterates
-    assert sum("next(iterator)" in t.get_text() for t in ax.texts) == 2
+
+def test_evaluations_per_dequeue_says_the_loss_rose_only_when_every_rejected_trial_raised_it():
+    fig = plots.evaluations_per_dequeue([[4.0, 3.0, 2.0]], [[3]])  # a trial rejected although its loss fell
+    assert [t.get_text() for t in fig.legends[0].get_texts()][2] == "trial step rejected"
 
 
 @pytest.mark.parametrize("losses, iterates, error, match", [

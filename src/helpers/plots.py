@@ -50,24 +50,26 @@ def new_figure(ncols: int = 1, *, width: float = 8.0, height: float = 4.0) -> tu
 
 # --------------------------------------------------------------------------- 01 queue decoupling
 
-_OFF_SCALE = 10.0  # a probe more than this factor beyond the optimizer's path is drawn on the axis edge
+_OFF_SCALE = 100.0  # a rejected trial more than this factor beyond the optimizer's path is drawn on the axis edge
 
 
 def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]) -> Any:
-    """Every loss evaluation of a line-search optimizer, batch after batch, one band per dequeue.
+    """Every loss evaluation of a line-search optimizer, one panel per batch (per dequeue).
 
     ``losses[k]`` lists the loss of every evaluation on batch ``k`` in order; ``iterates[k]`` the
     evaluation numbers (1-based, within batch ``k``) at which the optimizer accepted an iterate
-    (``minimize_on_batch``'s ``result.iterates``). Each batch is a shaded band opened by a dashed
-    line, the ``next(iterator)`` that took it. In it, the optimizer's path is a solid line: a hollow
-    square (the new batch at the weights the previous batch left), then the accepted iterates as
-    dots. Line-search probes that were not taken are grey crosses off the path. The log scale spans
-    the path and the probes near it: a probe more than 10 times beyond the path sits on the axis
-    edge as a grey triangle labelled with its loss, so that one overshoot does not squash the path.
+    (``minimize_on_batch``'s ``result.iterates``). Panel ``k`` is batch ``k``, taken by one
+    ``next(iterator)``: its x axis counts the evaluations on that batch, its y axis (log) has its own
+    range, because losses on different batches are not comparable. The optimizer's path is a solid
+    line: a hollow square (the batch at the weights the previous batch left), then the accepted
+    iterates as dots. A trial point the line search rejected is a grey cross, joined by a dotted line
+    to the path point it was tried from (the legend says "the loss rose" only when every one did). A
+    trial more than 100 times beyond the path sits on the axis edge as a grey triangle labelled with
+    its loss, so that one overshoot does not squash the path.
 
-    >>> fig = evaluations_per_dequeue([[4.0, 90.0, 2.0, 3.0, 1.0], [2.0, 0.5]], [[3, 5], [2]])
-    >>> [text.get_text() for text in fig.axes[0].texts if text.get_text().startswith("probe")]
-    ['probe 90']
+    >>> fig = evaluations_per_dequeue([[4.0, 9000.0, 2.0, 3.0, 1.0], [2.0, 0.5]], [[3, 5], [2]])
+    >>> len(fig.axes), [t.get_text() for t in fig.axes[0].texts]
+    (2, ['rejected 9e+03'])
     """
     if not isinstance(losses, (list, tuple)) or not isinstance(iterates, (list, tuple)):
         raise TypeError("losses and iterates must be lists with one list per batch")
@@ -82,47 +84,50 @@ def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]
         if not all(np.isfinite(batch_losses)) or min(batch_losses) <= 0:
             raise ValueError(f"losses[{k}] must be positive and finite to draw on a log scale")
 
-    fig, ax = new_figure(width=9, height=4.6)
-    paths = [np.asarray(b, dtype=float)[[0, *sorted(int(i) - 1 for i in a)]] for b, a in zip(losses, iterates)]
-    low, high = min(p.min() for p in paths) / 3, max(p.max() for p in paths) * 1.5
-    everything = np.concatenate([np.asarray(b, dtype=float) for b in losses])
-    high = max(high, everything[everything <= high * _OFF_SCALE].max(initial=high) * 1.5)
-    low = min(low, everything[everything >= low / _OFF_SCALE].min(initial=low) / 1.5)
-    offset, off_scale = 0, False
-    for k, (batch_losses, accepted) in enumerate(zip(losses, iterates)):
+    fig, axes = new_figure(len(losses), width=max(4.0, 3.2 * len(losses)), height=3.9)
+    axes = np.atleast_1d(axes)
+    off_scale, all_rose = False, True
+    for k, (ax, batch_losses, accepted) in enumerate(zip(axes, losses, iterates)):
         values = np.asarray(batch_losses, dtype=float)
-        steps = offset + np.arange(1, len(values) + 1)
-        color = COLORS[k % len(COLORS)]
+        steps = np.arange(1, len(values) + 1)
         on_path = np.zeros(len(values), dtype=bool)
         on_path[[0, *(int(i) - 1 for i in accepted)]] = True
-        ax.axvspan(offset + 0.5, offset + len(values) + 0.5, color=color, alpha=0.07, lw=0)
-        ax.axvline(offset + 0.5, color="grey", ls="--", lw=1)
-        ax.text(offset + 1, low * 1.3, f"next(iterator): batch {k}\n{len(values)} evaluations on it",
-                fontsize=8, va="bottom")
-        ax.semilogy(steps[on_path], values[on_path], "-", color=color, lw=1.5)
-        ax.semilogy(steps[on_path][1:], values[on_path][1:], "o", color=color, ms=4)
-        ax.semilogy(steps[:1], values[:1], "s", color=color, ms=7, mfc="white", mew=1.5)
-        probes = ~on_path
-        inside = probes & (values >= low) & (values <= high)
-        ax.semilogy(steps[inside], values[inside], "x", color="grey", ms=6, mew=1.2)
-        for step, value in zip(steps[probes & ~inside], values[probes & ~inside]):
-            above, off_scale = value > high, True
-            ax.plot([step], [high if above else low], "^" if above else "v", color="grey", ms=7, clip_on=False)
-            ax.text(step + 0.6, high if above else low, f"probe {value:.2g}", fontsize=8, color="dimgrey",
-                    va="top" if above else "bottom")
-        offset += len(values)
-    ax.plot([], [], "-s", color="black", mfc="white", label="start: new batch, previous batch's weights")
-    ax.plot([], [], "-o", color="black", ms=4, label="accepted iterate (the optimizer's path)")
-    ax.plot([], [], "x", color="grey", label="line-search probe, not taken")
+        path = values[on_path]
+        low, high = path.min() / 2, path.max() * 2
+        high = max(high, values[values <= high * _OFF_SCALE].max() * 1.5)
+        low = min(low, values[values >= low / _OFF_SCALE].min() / 1.5)
+        color = COLORS[k % len(COLORS)]
+        ax.semilogy(steps[on_path], path, "-", color=color, lw=1.5)
+        ax.semilogy(steps[on_path][1:], path[1:], "o", color=color, ms=4)
+        ax.semilogy(steps[:1], values[:1], "s", color=color, ms=8, mfc="white", mew=1.5)
+        for i in np.flatnonzero(~on_path):
+            origin = np.flatnonzero(on_path[:i])[-1]  # the last path point before this trial
+            all_rose = all_rose and values[i] > values[origin]
+            shown = min(max(values[i], low), high)
+            ax.semilogy([steps[origin], steps[i]], [values[origin], shown], ":", color="grey", lw=1)
+            if low <= values[i] <= high:
+                ax.semilogy([steps[i]], [values[i]], "x", color="grey", ms=7, mew=1.5)
+            else:
+                off_scale = True
+                above = values[i] > high
+                ax.plot([steps[i]], [shown], "^" if above else "v", color="grey", ms=7, clip_on=False)
+                ax.text(steps[i] + 0.4, shown, f"rejected {values[i]:.2g}", fontsize=8, color="dimgrey",
+                        va="top" if above else "bottom")
+        ax.set_ylim(low, high)
+        ax.set_xlim(0, len(values) + 1)
+        ax.set_title(f"batch {k}: one next(iterator),\n{len(values)} evaluations on it", fontsize=10)
+        ax.set_xlabel(f"evaluation on batch {k}")
+    axes[0].set_ylabel("loss on the batch held (log)")
+    rejected = "trial step rejected (the loss rose), then a shorter one" if all_rose else "trial step rejected"
+    handles = [axes[0].plot([], [], "s", color="black", mfc="white",
+                            label="start: the weights the previous batch left (batch 0: initial)")[0],
+               axes[0].plot([], [], "-o", color="black", ms=4, label="accepted step: the path L-BFGS took")[0],
+               axes[0].plot([], [], ":x", color="grey", label=rejected)[0]]
     if off_scale:
-        ax.plot([], [], "^", color="grey", label="probe off the scale (its loss written beside it)")
-    ax.plot([], [], "--", color="grey", label="next(iterator): the one dequeue per batch")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=9)
-    ax.set(xlabel="loss + gradient evaluation (all batches, in order)", ylabel="loss on the batch held (log)",
-           title="Many evaluations per dequeue: every evaluation in a band uses that band's one batch")
-    ax.set_ylim(low, high)
-    ax.set_xlim(0, offset + 1)
-    fig.tight_layout()
+        handles.append(axes[0].plot([], [], "^", color="grey", label="rejected, beyond the scale (loss written)")[0])
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=9)
+    fig.suptitle("Many evaluations per dequeue: one panel per batch, each on its own scale", fontsize=12)
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
     return fig
 
 
