@@ -109,6 +109,30 @@ def test_session_tensor_gives_the_source_documented_output():
     assert lines == SOURCE_OUTPUT
 
 
+def test_a_cached_variable_holds_the_batch_while_a_live_dequeue_advances():
+    """The source's answer for fixed shapes (moved here from notebook 01): a loss that reads the queue
+    dequeues at every run (three losses at one w); a loss on a non-trainable variable that only an
+    explicit assign refills gives one loss, and the queue gives up one batch per assign."""
+    with tf.Graph().as_default() as graph:
+        queue = v1.FIFOQueue(capacity=10, dtypes=[tf.float32], shapes=[[4]])
+        fill = queue.enqueue_many([np.arange(1, 13, dtype=np.float32).reshape(3, 4)])  # 3 batches of 4
+        w = v1.placeholder(tf.float32, [])
+        live_loss = tf.reduce_mean(tf.square(w * queue.dequeue() - 1.0))
+        cached = v1.Variable(tf.zeros([4]), trainable=False)
+        advance = cached.assign(queue.dequeue())
+        cached_loss = tf.reduce_mean(tf.square(w * cached - 1.0))
+        size = queue.size()
+    with tf1.session(graph) as sess:
+        sess.run(fill)
+        trap = [f"{sess.run(live_loss, {w: 0.5}):.2f}" for _ in range(3)]
+        assert sess.run(size) == 0  # the trap emptied the queue
+        sess.run(fill)
+        sess.run(advance)
+        fixed = [f"{sess.run(cached_loss, {w: 0.5}):.2f}" for _ in range(3)]
+        assert sess.run(size) == 2
+    assert trap == ["0.38", "5.38", "18.38"] and fixed == ["0.38", "0.38", "0.38"]
+
+
 def test_session_tensor_reads_float_tensors_of_any_shape():
     with tf.Graph().as_default() as graph, tf1.session(graph) as sess:
         feed, held = tf1.session_tensor(sess, "float32")
