@@ -571,6 +571,27 @@ def test_the_notebooks_gradient_check_would_catch_a_bridge_that_flattens_in_anot
     assert abs(slope - reordered @ u) > 1e-3 * abs(slope)
 
 
+def test_the_notebooks_bridge_runs_a_dense_float32_model_and_hands_scipy_float64():
+    """"On your own model": the bridge works for a dense model with a plain TensorSpec signature, also in
+    float32 (the notebook recommends float64 for SciPy's sake, but a float32 model is not refused)."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(50, 3)).astype("float32")
+    targets = (features[:, :1] * features[:, 1:2]).astype("float32")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
+    fun = _notebook_bridge()(model, keras.losses.MeanSquaredError(),
+                             [tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None, 1], tf.float32)])
+    theta = np.concatenate([v.numpy().ravel() for v in model.trainable_variables]).astype(np.float64)
+    loss, grad = fun(theta, features[:20], targets[:20])
+    assert isinstance(loss, float) and grad.dtype == np.float64 and grad.shape == theta.shape
+    result = minimize(fun, theta, args=(features[20:], targets[20:]), jac=True, method="L-BFGS-B",
+                      options={"maxiter": 10})
+    assert np.isfinite(result.fun) and result.fun < fun(theta, features[20:], targets[20:])[0]
+    assert fun.traces() == 1  # batches of 20 and 30 rows: one trace
+
+
 def test_batch_norm_in_training_mode_repeats_on_a_fixed_batch_but_moves_its_statistics(dataset):
     """Why the objective uses training=False: Dropout changes the loss, BatchNorm has a side effect."""
     x, y = next(iter(dataset))
@@ -616,7 +637,9 @@ def _checker():
 def _notebook(name, student=False):
     from tests.notebook_answers import answer, stub
 
-    return (stub if student else answer)("01_queue_decoupling", name, {"decoupling": d, "molecules": M})
+    # the answer cells use the notebook's bridge and its signature, as the notebook defines them
+    namespace = {"decoupling": d, "molecules": M, "scipy_objective": _notebook_bridge(), "signature": SIGNATURE}
+    return (stub if student else answer)("01_queue_decoupling", name, namespace)
 
 
 def _failure(check, fn):
