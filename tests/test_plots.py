@@ -29,47 +29,52 @@ def _marks(ax):
     return marks
 
 
-def test_evaluations_per_dequeue_draws_one_panel_per_batch_and_the_path_apart_from_rejected_trials():
-    # batch 0: start 133, a trial 43000 (over 100x the path), iterates 40 and 2.0, a trial 300 mid-descent;
-    # batch 1: start 1.5, iterates 0.4 and 0.01
-    fig = plots.evaluations_per_dequeue([[133.0, 43000.0, 40.0, 300.0, 2.0], [1.5, 0.4, 0.01]], [[3, 5], [2, 3]])
-    first, second = fig.axes
-    assert first.get_yscale() == second.get_yscale() == "log"
-    assert all("one next(iterator)" in ax.get_title() for ax in (first, second))
-    # evaluation numbers count within each batch: start 1, then the iterates
-    assert sorted(_marks(first)["s"]) == [1] and sorted(_marks(first)["o"]) == [3, 5]
-    assert sorted(_marks(second)["s"]) == [1] and sorted(_marks(second)["o"]) == [2, 3]
-    assert _marks(first)["x"] == [4] and "x" not in _marks(second)   # the trial on the scale is a cross
-    assert _marks(first)["^"] == [2]  # the trial beyond the path's range sits on the edge, its loss written
-    assert [t.get_text() for t in first.texts] == ["rejected 4.3e+04"]
-    solid = [list(line.get_xdata()) for line in first.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
-    assert solid == [[1, 3, 5]]  # the path joins only the start and the iterates
-    dotted = [list(line.get_xdata()) for line in first.lines if line.get_linestyle() == ":" and len(line.get_xdata())]
-    assert dotted == [[1, 2], [3, 4]]  # each rejected trial is joined to the point it was tried from
-    low, high = first.get_ylim()
-    assert low <= 2.0 and 300.0 <= high < 43000.0  # the scale spans the path and the trial near it
-    low, high = second.get_ylim()
-    assert low <= 0.01 and 1.5 <= high < 10  # each panel has its own scale
-    assert "(the loss rose)" in [t.get_text() for t in fig.legends[0].get_texts()][2]
+def test_held_vs_leaky_draws_the_held_path_apart_from_rejected_trials_and_labels_each_leaky_batch():
+    # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 0), 258 rejected, 2.0 accepted
+    fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3],
+                              stops=("stops: iteration cap", "stops: converged"))
+    (ax,) = fig.axes
+    assert ax.get_yscale() == "log"
+    marks = _marks(ax)
+    assert marks["s"] == [1] and marks["x"] == [2]  # the start, and the trial the held run rejected
+    solid = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
+    assert solid == [[1, 3, 4, 5]]  # the path joins only the start and the accepted points
+    dotted = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == ":" and len(line.get_xdata())]
+    assert dotted == [[1, 2]]  # the rejected trial is joined to the point it was tried from
+    dashed = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata())]
+    assert dashed == [[1, 2, 3]]  # the leaky run: every loss SciPy saw, in order
+    red = [line for line in ax.lines
+           if line.get_marker() == "o" and line.get_color() == plots.COLORS[1] and len(line.get_xdata())]
+    filled = [list(line.get_xdata()) for line in red if line.get_markerfacecolor() != "white"]
+    hollow = [list(line.get_xdata()) for line in red if line.get_markerfacecolor() == "white"]
+    assert filled == [[1, 3]] and hollow == [[2]]
+    texts = {t.get_text(): t for t in ax.texts}
+    assert set(texts) == {"0", "1", "2", "stops: iteration cap", "stops: converged"}
+    # a label goes under its point when the held run's point at that evaluation is above it (430 > 258, 3.6 > 2.0)
+    assert texts["0"].xyann[1] > 0 and texts["1"].xyann[1] < 0 and texts["2"].xyann[1] < 0
+    low, high = ax.get_ylim()
+    assert low <= 0.1 and 430.0 <= high  # every point on the scale
+    assert "(the loss rose)" in [t.get_text() for t in ax.get_legend().get_texts()][2]
 
 
-def test_evaluations_per_dequeue_says_the_loss_rose_only_when_every_rejected_trial_raised_it():
-    fig = plots.evaluations_per_dequeue([[4.0, 3.0, 2.0]], [[3]])  # a trial rejected although its loss fell
-    assert [t.get_text() for t in fig.legends[0].get_texts()][2] == "trial step rejected"
+def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_it():
+    fig = plots.held_vs_leaky([4.0, 3.0, 2.0], [3], [4.0], [])  # a trial rejected although its loss fell
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][2] == "trial step rejected"
 
 
-@pytest.mark.parametrize("losses, iterates, error, match", [
-    ([[1.0]], [], ValueError, "one list per batch"),
-    ([[]], [[]], ValueError, r"losses\[0\] is empty"),
-    ([[1.0, 0.5]], [[1]], ValueError, r"iterates\[0\] = \[1\] must be evaluation numbers from 2 to 2"),
-    ([[1.0, 0.5]], [[3]], ValueError, r"iterates\[0\]"),
-    ([[1.0, 0.0]], [[2]], ValueError, "positive and finite"),
-    ([[1.0, float("nan")]], [[2]], ValueError, "positive and finite"),
-    ("abc", [[2]], TypeError, "one list per batch"),
+@pytest.mark.parametrize("args, kwargs, error, match", [
+    (([], [], [1.0], []), {}, ValueError, "held is empty"),
+    (([1.0, 0.5], [1], [1.0], []), {}, ValueError, r"held_accepted = \[1\] must be increasing evaluation numbers from 2 to 2"),
+    (([1.0], [], [1.0, 0.5], [3]), {}, ValueError, r"leaky_accepted = \[3\]"),
+    (([1.0, 0.5, 0.2], [3, 2], [1.0], []), {}, ValueError, "increasing"),
+    (([1.0, 0.0], [2], [1.0], []), {}, ValueError, "held must hold positive, finite"),
+    (([1.0], [], [1.0, float("nan")], [2]), {}, ValueError, "leaky must hold positive, finite"),
+    (("abc", [], [1.0], []), {}, TypeError, "held and held_accepted must be lists"),
+    (([1.0], [], [1.0], []), {"stops": ("one",)}, TypeError, "stops must be two strings"),
 ])
-def test_evaluations_per_dequeue_bad_input(losses, iterates, error, match):
+def test_held_vs_leaky_bad_input(args, kwargs, error, match):
     with pytest.raises(error, match=match):
-        plots.evaluations_per_dequeue(losses, iterates)
+        plots.held_vs_leaky(*args, **kwargs)
 
 
 # --------------------------------------------------------------------------- 02 gradient accumulation

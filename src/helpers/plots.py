@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLORS", "apply_style", "new_figure", "evaluations_per_dequeue", "accumulation_memory",
+__all__ = ["COLORS", "apply_style", "new_figure", "held_vs_leaky", "accumulation_memory",
            "accumulation_curves", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag"]
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
@@ -50,84 +50,85 @@ def new_figure(ncols: int = 1, *, width: float = 8.0, height: float = 4.0) -> tu
 
 # --------------------------------------------------------------------------- 01 queue decoupling
 
-_OFF_SCALE = 100.0  # a rejected trial more than this factor beyond the optimizer's path is drawn on the axis edge
 
+def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float],
+                  leaky_accepted: list[int], *, stops: tuple[str, str] = ("stops", "stops")) -> Any:
+    """Notebook 01's picture: every loss two L-BFGS runs asked for, from the same start, on one log scale.
 
-def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]) -> Any:
-    """Every loss evaluation of a line-search optimizer, one panel per batch (per dequeue).
+    ``held`` lists the loss of each evaluation of a run on one batch, taken once; ``leaky`` the same
+    for a run whose objective takes a new batch at every evaluation (evaluation k on the k-th batch
+    taken). ``held_accepted`` and ``leaky_accepted`` are the evaluation numbers (1-based; 1 is the
+    start) of the points SciPy accepted as iterates, e.g. ``len(losses)`` recorded by its
+    ``callback``. The held run's path is a solid line through the start (hollow square) and its
+    accepted points (dots); a point the line search rejected is a grey cross, joined by a dotted
+    line to the point it was tried from (the legend says "the loss rose" only when every one did).
+    The leaky run is a dashed red line through every loss SciPy saw, each point labelled with the
+    batch it was computed on (accepted points filled; the label sits on the side away from the held
+    run's point at the same evaluation). The last point of each run is labelled with ``stops``
+    (held, leaky), e.g. why SciPy stopped.
 
-    ``losses[k]`` lists the loss of every evaluation on batch ``k`` in order; ``iterates[k]`` the
-    evaluation numbers (1-based, within batch ``k``) at which the optimizer accepted an iterate
-    (``minimize_on_batch``'s ``result.iterates``). Panel ``k`` is batch ``k``, taken by one
-    ``next(iterator)``: its x axis counts the evaluations on that batch, its y axis (log) has its own
-    range, because losses on different batches are not comparable. The optimizer's path is a solid
-    line: a hollow square (the batch at the weights the previous batch left), then the accepted
-    iterates as dots. A trial point the line search rejected is a grey cross, joined by a dotted line
-    to the path point it was tried from (the legend says "the loss rose" only when every one did). A
-    trial more than 100 times beyond the path sits on the axis edge as a grey triangle labelled with
-    its loss, so that one overshoot does not squash the path.
-
-    >>> fig = evaluations_per_dequeue([[4.0, 9000.0, 2.0, 3.0, 1.0], [2.0, 0.5]], [[3, 5], [2]])
-    >>> len(fig.axes), [t.get_text() for t in fig.axes[0].texts]
-    (2, ['rejected 9e+03'])
+    >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
+    >>> fig.axes[0].get_yscale(), len(fig.axes[0].texts)
+    ('log', 6)
     """
-    if not isinstance(losses, (list, tuple)) or not isinstance(iterates, (list, tuple)):
-        raise TypeError("losses and iterates must be lists with one list per batch")
-    if len(losses) != len(iterates) or not losses:
-        raise ValueError(f"losses and iterates must hold one list per batch, got {len(losses)} and {len(iterates)}")
-    for k, (batch_losses, accepted) in enumerate(zip(losses, iterates)):
-        if len(batch_losses) == 0:
-            raise ValueError(f"losses[{k}] is empty: every batch has at least its first evaluation")
-        if any(not 2 <= int(i) <= len(batch_losses) for i in accepted):
-            raise ValueError(f"iterates[{k}] = {list(accepted)} must be evaluation numbers from 2 to "
-                             f"{len(batch_losses)} (evaluation 1 is the start)")
-        if not all(np.isfinite(batch_losses)) or min(batch_losses) <= 0:
-            raise ValueError(f"losses[{k}] must be positive and finite to draw on a log scale")
+    if not isinstance(stops, (list, tuple)) or len(stops) != 2 or not all(isinstance(t, str) for t in stops):
+        raise TypeError(f"stops must be two strings (held, leaky), got {stops!r}")
+    for name, losses, accepted in (("held", held, held_accepted), ("leaky", leaky, leaky_accepted)):
+        if not isinstance(losses, (list, tuple, np.ndarray)) or not isinstance(accepted, (list, tuple)):
+            raise TypeError(f"{name} and {name}_accepted must be lists (losses; evaluation numbers)")
+        if len(losses) == 0:
+            raise ValueError(f"{name} is empty: a run has at least its first evaluation")
+        if not all(np.isfinite(losses)) or min(losses) <= 0:
+            raise ValueError(f"{name} must hold positive, finite losses to draw on a log scale")
+        if any(not 2 <= int(i) <= len(losses) for i in accepted) or list(accepted) != sorted(set(accepted)):
+            raise ValueError(f"{name}_accepted = {list(accepted)} must be increasing evaluation numbers from 2 "
+                             f"to {len(losses)} (evaluation 1 is the start)")
 
-    fig, axes = new_figure(len(losses), width=max(4.0, 3.2 * len(losses)), height=3.9)
-    axes = np.atleast_1d(axes)
-    off_scale, all_rose = False, True
-    for k, (ax, batch_losses, accepted) in enumerate(zip(axes, losses, iterates)):
-        values = np.asarray(batch_losses, dtype=float)
-        steps = np.arange(1, len(values) + 1)
-        on_path = np.zeros(len(values), dtype=bool)
-        on_path[[0, *(int(i) - 1 for i in accepted)]] = True
-        path = values[on_path]
-        low, high = path.min() / 2, path.max() * 2
-        high = max(high, values[values <= high * _OFF_SCALE].max() * 1.5)
-        low = min(low, values[values >= low / _OFF_SCALE].min() / 1.5)
-        color = COLORS[k % len(COLORS)]
-        ax.semilogy(steps[on_path], path, "-", color=color, lw=1.5)
-        ax.semilogy(steps[on_path][1:], path[1:], "o", color=color, ms=4)
-        ax.semilogy(steps[:1], values[:1], "s", color=color, ms=8, mfc="white", mew=1.5)
-        for i in np.flatnonzero(~on_path):
-            origin = np.flatnonzero(on_path[:i])[-1]  # the last path point before this trial
-            all_rose = all_rose and values[i] > values[origin]
-            shown = min(max(values[i], low), high)
-            ax.semilogy([steps[origin], steps[i]], [values[origin], shown], ":", color="grey", lw=1)
-            if low <= values[i] <= high:
-                ax.semilogy([steps[i]], [values[i]], "x", color="grey", ms=7, mew=1.5)
-            else:
-                off_scale = True
-                above = values[i] > high
-                ax.plot([steps[i]], [shown], "^" if above else "v", color="grey", ms=7, clip_on=False)
-                ax.text(steps[i] + 0.4, shown, f"rejected {values[i]:.2g}", fontsize=8, color="dimgrey",
-                        va="top" if above else "bottom")
-        ax.set_ylim(low, high)
-        ax.set_xlim(0, len(values) + 1)
-        ax.set_title(f"batch {k}: one next(iterator),\n{len(values)} evaluations on it", fontsize=10)
-        ax.set_xlabel(f"evaluation on batch {k}")
-    axes[0].set_ylabel("loss on the batch held (log)")
+    fig, ax = new_figure(width=8.5, height=4.6)
+    blue, red = COLORS[0], COLORS[1]
+    values = np.asarray(held, dtype=float)
+    steps = np.arange(1, len(values) + 1)
+    on_path = np.zeros(len(values), dtype=bool)
+    on_path[[0, *(int(i) - 1 for i in held_accepted)]] = True
+    all_rose = True
+    for i in np.flatnonzero(~on_path):
+        origin = np.flatnonzero(on_path[:i])[-1]  # the last path point before this trial
+        all_rose = all_rose and values[i] > values[origin]
+        ax.semilogy([steps[origin], steps[i]], [values[origin], values[i]], ":", color="grey", lw=1)
+        ax.semilogy([steps[i]], [values[i]], "x", color="grey", ms=8, mew=1.5)
+    ax.semilogy(steps[on_path], values[on_path], "-o", color=blue, lw=2, ms=5)
+    ax.semilogy(steps[:1], values[:1], "s", color="black", ms=9, mfc="white", mew=1.5, zorder=3)
+
+    seen = np.asarray(leaky, dtype=float)
+    taken = np.arange(1, len(seen) + 1)
+    filled = np.isin(taken, [1, *leaky_accepted])
+    ax.semilogy(taken, seen, "--", color=red, lw=1.5)
+    ax.semilogy(taken[filled], seen[filled], "o", color=red, ms=6)
+    ax.semilogy(taken[~filled], seen[~filled], "o", color=red, ms=6, mfc="white")
+    for k, (step, loss) in enumerate(zip(taken, seen)):
+        below = k < len(values) and values[k] > loss  # keep the label off the held run's point
+        ax.annotate(f"{k}", (step, loss), textcoords="offset points", xytext=(0, -13 if below else 6),
+                    ha="center", fontsize=8, color=red)
+    for step, loss, color, text in ((steps[-1], values[-1], blue, stops[0]), (taken[-1], seen[-1], red, stops[1])):
+        ax.annotate(text, (step, loss), textcoords="offset points", xytext=(9, -3), fontsize=9,
+                    color=color, fontweight="bold")
+
     rejected = "trial step rejected (the loss rose), then a shorter one" if all_rose else "trial step rejected"
-    handles = [axes[0].plot([], [], "s", color="black", mfc="white",
-                            label="start: the weights the previous batch left (batch 0: initial)")[0],
-               axes[0].plot([], [], "-o", color="black", ms=4, label="accepted step: the path L-BFGS took")[0],
-               axes[0].plot([], [], ":x", color="grey", label=rejected)[0]]
-    if off_scale:
-        handles.append(axes[0].plot([], [], "^", color="grey", label="rejected, beyond the scale (loss written)")[0])
-    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=9)
-    fig.suptitle("Many evaluations per dequeue: one panel per batch, each on its own scale", fontsize=12)
-    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    handles = [
+        ax.plot([], [], "s", color="black", mfc="white", label="start: the same weights for both runs")[0],
+        ax.plot([], [], "-o", color=blue, lw=2, label="batch held (one next): the path L-BFGS took")[0],
+        ax.plot([], [], ":x", color="grey", label=rejected)[0],
+        ax.plot([], [], "--o", color=red, label="next() inside the loss: a new batch at every point (its number);\nfilled: accepted by L-BFGS, hollow: rejected")[0],
+    ]
+    ax.legend(handles=handles, loc="upper right", fontsize=9)
+    ax.set_xlim(0.5, max(len(values), len(seen)) + 3)
+    low = min(values.min(), seen.min()) / 2
+    high = max(values.max(), seen.max()) * 40  # room for the legend above the curves
+    ax.set_ylim(low, high)
+    ax.set_xlabel("evaluation of the loss (one call of fun)")
+    ax.set_ylabel("loss on the batch evaluated (log)")
+    ax.set_title("Same start, same L-BFGS: the batch held vs a new batch per evaluation")
+    fig.tight_layout()
     return fig
 
 
