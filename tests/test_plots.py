@@ -31,8 +31,7 @@ def _marks(ax):
 
 def test_held_vs_leaky_draws_the_held_path_apart_from_rejected_trials_and_labels_each_leaky_batch():
     # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 0), 258 rejected, 2.0 accepted
-    fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3],
-                              stops=("stops: iteration cap", "stops: converged"))
+    fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
     (ax,) = fig.axes
     assert ax.get_yscale() == "log"
     marks = _marks(ax)
@@ -49,7 +48,7 @@ def test_held_vs_leaky_draws_the_held_path_apart_from_rejected_trials_and_labels
     hollow = [list(line.get_xdata()) for line in red if line.get_markerfacecolor() == "white"]
     assert filled == [[1, 3]] and hollow == [[2]]
     texts = {t.get_text(): t for t in ax.texts}
-    assert set(texts) == {"0", "1", "2", "stops: iteration cap", "stops: converged"}
+    assert set(texts) == {"0", "1", "2", "stops after 5 evaluations", "stops after 3 evaluations"}
     # a label goes under its point when the held run's point at that evaluation is above it (430 > 258, 3.6 > 2.0)
     assert texts["0"].xyann[1] > 0 and texts["1"].xyann[1] < 0 and texts["2"].xyann[1] < 0
     low, high = ax.get_ylim()
@@ -62,19 +61,19 @@ def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][2] == "trial step rejected"
 
 
-@pytest.mark.parametrize("args, kwargs, error, match", [
-    (([], [], [1.0], []), {}, ValueError, "held is empty"),
-    (([1.0, 0.5], [1], [1.0], []), {}, ValueError, r"held_accepted = \[1\] must be increasing evaluation numbers from 2 to 2"),
-    (([1.0], [], [1.0, 0.5], [3]), {}, ValueError, r"leaky_accepted = \[3\]"),
-    (([1.0, 0.5, 0.2], [3, 2], [1.0], []), {}, ValueError, "increasing"),
-    (([1.0, 0.0], [2], [1.0], []), {}, ValueError, "held must hold positive, finite"),
-    (([1.0], [], [1.0, float("nan")], [2]), {}, ValueError, "leaky must hold positive, finite"),
-    (("abc", [], [1.0], []), {}, TypeError, "held and held_accepted must be lists"),
-    (([1.0], [], [1.0], []), {"stops": ("one",)}, TypeError, "stops must be two strings"),
+@pytest.mark.parametrize("args, error, match", [
+    (([], [], [1.0], []), ValueError, "held is empty"),
+    (([1.0, 0.5], [1], [1.0], []), ValueError, r"held_accepted = \[1\] must be increasing evaluation numbers "
+                                              r"from 2 to 2"),
+    (([1.0], [], [1.0, 0.5], [3]), ValueError, r"leaky_accepted = \[3\]"),
+    (([1.0, 0.5, 0.2], [3, 2], [1.0], []), ValueError, "increasing"),
+    (([1.0, 0.0], [2], [1.0], []), ValueError, "held must hold positive, finite"),
+    (([1.0], [], [1.0, float("nan")], [2]), ValueError, "leaky must hold positive, finite"),
+    (("abc", [], [1.0], []), TypeError, "held and held_accepted must be lists"),
 ])
-def test_held_vs_leaky_bad_input(args, kwargs, error, match):
+def test_held_vs_leaky_bad_input(args, error, match):
     with pytest.raises(error, match=match):
-        plots.held_vs_leaky(*args, **kwargs)
+        plots.held_vs_leaky(*args)
 
 
 # --------------------------------------------------------------------------- 02 gradient accumulation

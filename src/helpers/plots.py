@@ -52,7 +52,7 @@ def new_figure(ncols: int = 1, *, width: float = 8.0, height: float = 4.0) -> tu
 
 
 def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float],
-                  leaky_accepted: list[int], *, stops: tuple[str, str] = ("stops", "stops")) -> Any:
+                  leaky_accepted: list[int]) -> Any:
     """Notebook 01's picture: every loss two L-BFGS runs asked for, from the same start, on one log scale.
 
     ``held`` lists the loss of each evaluation of a run on one batch, taken once; ``leaky`` the same
@@ -64,15 +64,13 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     line to the point it was tried from (the legend says "the loss rose" only when every one did).
     The leaky run is a dashed red line through every loss SciPy saw, each point labelled with the
     batch it was computed on (accepted points filled; the label sits on the side away from the held
-    run's point at the same evaluation). The last point of each run is labelled with ``stops``
-    (held, leaky), e.g. why SciPy stopped.
+    run's point at the same evaluation). The last point of each run says after how many
+    evaluations it stopped.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
-    >>> fig.axes[0].get_yscale(), len(fig.axes[0].texts)
-    ('log', 6)
+    >>> fig.axes[0].get_yscale(), [t.get_text() for t in fig.axes[0].texts][-2:]
+    ('log', ['stops after 4 evaluations', 'stops after 4 evaluations'])
     """
-    if not isinstance(stops, (list, tuple)) or len(stops) != 2 or not all(isinstance(t, str) for t in stops):
-        raise TypeError(f"stops must be two strings (held, leaky), got {stops!r}")
     for name, losses, accepted in (("held", held, held_accepted), ("leaky", leaky, leaky_accepted)):
         if not isinstance(losses, (list, tuple, np.ndarray)) or not isinstance(accepted, (list, tuple)):
             raise TypeError(f"{name} and {name}_accepted must be lists (losses; evaluation numbers)")
@@ -109,19 +107,20 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         below = k < len(values) and values[k] > loss  # keep the label off the held run's point
         ax.annotate(f"{k}", (step, loss), textcoords="offset points", xytext=(0, -13 if below else 6),
                     ha="center", fontsize=8, color=red)
-    for step, loss, color, text in ((steps[-1], values[-1], blue, stops[0]), (taken[-1], seen[-1], red, stops[1])):
-        ax.annotate(text, (step, loss), textcoords="offset points", xytext=(9, -3), fontsize=9,
-                    color=color, fontweight="bold")
+    for step, loss, color in ((steps[-1], values[-1], blue), (taken[-1], seen[-1], red)):
+        ax.annotate(f"stops after {step} evaluations", (step, loss), textcoords="offset points", xytext=(9, -3),
+                    fontsize=9, color=color, fontweight="bold")
 
     rejected = "trial step rejected (the loss rose), then a shorter one" if all_rose else "trial step rejected"
     handles = [
         ax.plot([], [], "s", color="black", mfc="white", label="start: the same weights for both runs")[0],
         ax.plot([], [], "-o", color=blue, lw=2, label="batch held (one next): the path L-BFGS took")[0],
         ax.plot([], [], ":x", color="grey", label=rejected)[0],
-        ax.plot([], [], "--o", color=red, label="next() inside the loss: a new batch at every point (its number);\nfilled: accepted by L-BFGS, hollow: rejected")[0],
+        ax.plot([], [], "--o", color=red, label="next() inside the loss: a new batch at every point (its "
+                "number);\nfilled: accepted by L-BFGS, hollow: rejected")[0],
     ]
     ax.legend(handles=handles, loc="upper right", fontsize=9)
-    ax.set_xlim(0.5, max(len(values), len(seen)) + 3)
+    ax.set_xlim(0.5, max(len(values), len(seen)) * 1.4 + 1)  # room for the labels
     low = min(values.min(), seen.min()) / 2
     high = max(values.max(), seen.max()) * 40  # room for the legend above the curves
     ax.set_ylim(low, high)
