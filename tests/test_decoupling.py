@@ -592,6 +592,28 @@ def test_the_notebooks_bridge_runs_a_dense_float32_model_and_hands_scipy_float64
     assert fun.traces() == 1  # batches of 20 and 30 rows: one trace
 
 
+def test_scipy_accepts_the_point_it_evaluated_last(dataset):
+    """The notebook's Proof and Picture mark SciPy's accepted points by the evaluation count at each
+    callback (``accepted.append(len(losses))``): that holds because L-BFGS-B's callback point is the
+    last point it evaluated."""
+    from scipy.optimize import minimize
+
+    x, y = next(iter(dataset))
+    model = _model((x, y))
+    fun = _notebook_bridge()(model, LOSS, SIGNATURE)
+    theta = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    points, last = [], []
+
+    def recorded(point, *args):
+        points.append(point.copy())
+        return fun(point, *args)
+
+    result = minimize(recorded, theta, args=(x, y), jac=True, method="L-BFGS-B", options={"maxiter": 10},
+                      callback=lambda xk: last.append(np.array_equal(xk, points[-1])))
+    assert len(last) == result.nit == 10 and all(last)
+    assert result.nfev > result.nit + 1  # some evaluations were trial points the line search rejected
+
+
 def test_batch_norm_in_training_mode_repeats_on_a_fixed_batch_but_moves_its_statistics(dataset):
     """Why the objective uses training=False: Dropout changes the loss, BatchNorm has a side effect."""
     x, y = next(iter(dataset))
