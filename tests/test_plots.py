@@ -17,22 +17,63 @@ def test_new_figure_gives_styled_axes():
 
 # --------------------------------------------------------------------------- 01 queue decoupling
 
+import pytest  # noqa: E402
 
-def test_evaluations_per_dequeue_marks_each_dequeue_and_each_accepted_iterate():
-    import pytest
 
-    fig = plots.evaluations_per_dequeue([[133.0, 40.0, 430.0, 2.0], [1.5, 0.4, 0.01]], [[2, 4], [2, 3]])
-    ax = fig.axes[0]
-    dashed = [line for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata()) == 2]
-    assert len(dashed) == 2 and ax.get_yscale() == "log"
+def _marks(ax):
+    """x positions of every drawn marker, by marker symbol (legend proxies have no data)."""
     marks = {}
     for line in ax.lines:
-        if line.get_marker() in ("s", "o", "x") and len(line.get_xdata()):
+        if line.get_marker() not in ("None", None, "") and len(line.get_xdata()):
             marks.setdefault(line.get_marker(), []).extend(float(v) for v in line.get_xdata())
-    # evaluation numbers across both batches: starts 1 and 5, iterates 2, 4, 6, 7, the rejected probe 3
-    assert sorted(marks["s"]) == [1, 5] and sorted(marks["o"]) == [2, 4, 6, 7] and marks["x"] == [3]
-    with pytest.raises(ValueError, match="one list per batch"):
-        plots.evaluations_per_dequeue([[1.0]], [])
+    return marks
+
+
+def test_held_vs_leaky_draws_the_held_path_apart_from_rejected_trials_and_labels_each_leaky_batch():
+    # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 0), 258 rejected, 2.0 accepted
+    fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
+    (ax,) = fig.axes
+    assert ax.get_yscale() == "log"
+    marks = _marks(ax)
+    assert marks["s"] == [1] and marks["x"] == [2]  # the start, and the trial the held run rejected
+    solid = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
+    assert solid == [[1, 3, 4, 5]]  # the path joins only the start and the accepted points
+    dotted = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == ":" and len(line.get_xdata())]
+    assert dotted == [[1, 2]]  # the rejected trial is joined to the point it was tried from
+    dashed = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata())]
+    assert dashed == [[1, 2, 3]]  # the leaky run: every loss SciPy saw, in order
+    red = [line for line in ax.lines
+           if line.get_marker() == "o" and line.get_color() == plots.COLORS[1] and len(line.get_xdata())]
+    filled = [list(line.get_xdata()) for line in red if line.get_markerfacecolor() != "white"]
+    hollow = [list(line.get_xdata()) for line in red if line.get_markerfacecolor() == "white"]
+    assert filled == [[1, 3]] and hollow == [[2]]
+    texts = {t.get_text(): t for t in ax.texts}
+    assert set(texts) == {"0", "1", "2", "stops after 5 evaluations", "stops after 3 evaluations"}
+    # a label goes under its point when the held run's point at that evaluation is above it (430 > 258, 3.6 > 2.0)
+    assert texts["0"].xyann[1] > 0 and texts["1"].xyann[1] < 0 and texts["2"].xyann[1] < 0
+    low, high = ax.get_ylim()
+    assert low <= 0.1 and 430.0 <= high  # every point on the scale
+    assert "(the loss rose)" in [t.get_text() for t in ax.get_legend().get_texts()][2]
+
+
+def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_it():
+    fig = plots.held_vs_leaky([4.0, 3.0, 2.0], [3], [4.0], [])  # a trial rejected although its loss fell
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][2] == "trial step rejected"
+
+
+@pytest.mark.parametrize("args, error, match", [
+    (([], [], [1.0], []), ValueError, "held is empty"),
+    (([1.0, 0.5], [1], [1.0], []), ValueError, r"held_accepted = \[1\] must be increasing evaluation numbers "
+                                              r"from 2 to 2"),
+    (([1.0], [], [1.0, 0.5], [3]), ValueError, r"leaky_accepted = \[3\]"),
+    (([1.0, 0.5, 0.2], [3, 2], [1.0], []), ValueError, "increasing"),
+    (([1.0, 0.0], [2], [1.0], []), ValueError, "held must hold positive, finite"),
+    (([1.0], [], [1.0, float("nan")], [2]), ValueError, "leaky must hold positive, finite"),
+    (("abc", [], [1.0], []), TypeError, "held and held_accepted must be lists"),
+])
+def test_held_vs_leaky_bad_input(args, error, match):
+    with pytest.raises(error, match=match):
+        plots.held_vs_leaky(*args)
 
 
 # --------------------------------------------------------------------------- 02 gradient accumulation

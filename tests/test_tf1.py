@@ -77,3 +77,81 @@ def test_bad_arguments(kwargs, error):
     with pytest.raises(TypeError, match="graph must be a tf.Graph"):
         with tf1.session(np.zeros(2)):
             pass
+
+
+# --------------------------------------------------------------------------- notebook 01: session_tensor
+
+SOURCE_OUTPUT = [f"val1 {n}, val2 {n + 1}, queue size {10 - n}" for n in range(1, 11)] + ["Done"]
+
+
+def test_session_tensor_gives_the_source_documented_output():
+    """One dequeue per element into a handle; two ops read the held tensor; the queue shrinks by one."""
+    lines = []
+    with tf.Graph().as_default() as graph, tf1.session(graph, timeout_ms=3000) as sess:
+        queue = v1.FIFOQueue(capacity=20, dtypes=[tf.int32])
+        values = v1.placeholder(tf.int32, [None])
+        enqueue = queue.enqueue(values)
+        dequeue_to_handle = v1.get_session_handle(queue.dequeue())
+        feed, held = tf1.session_tensor(sess, tf.int32)
+        val1_op, val2_op = tf.reduce_sum(held), tf.reduce_sum(held) + 1
+        for length in range(1, 11):
+            sess.run(enqueue, {values: [1] * length})
+        sess.run(queue.close())
+        try:
+            while True:
+                handle = sess.run(dequeue_to_handle)
+                val1, val2 = (sess.run(op, {feed: handle.handle}) for op in (val1_op, val2_op))
+                assert int(sess.run(val1_op, {feed: handle.handle})) == val1  # reading again does not dequeue
+                lines.append(f"val1 {val1}, val2 {val2}, queue size {sess.run(queue.size())}")
+                handle.delete()
+        except tf.errors.OutOfRangeError:
+            lines.append("Done")
+    assert lines == SOURCE_OUTPUT
+
+
+def test_a_cached_variable_holds_the_batch_while_a_live_dequeue_advances():
+    """The source's answer for fixed shapes (moved here from notebook 01): a loss that reads the queue
+    dequeues at every run (three losses at one w); a loss on a non-trainable variable that only an
+    explicit assign refills gives one loss, and the queue gives up one batch per assign."""
+    with tf.Graph().as_default() as graph:
+        queue = v1.FIFOQueue(capacity=10, dtypes=[tf.float32], shapes=[[4]])
+        fill = queue.enqueue_many([np.arange(1, 13, dtype=np.float32).reshape(3, 4)])  # 3 batches of 4
+        w = v1.placeholder(tf.float32, [])
+        live_loss = tf.reduce_mean(tf.square(w * queue.dequeue() - 1.0))
+        cached = v1.Variable(tf.zeros([4]), trainable=False)
+        advance = cached.assign(queue.dequeue())
+        cached_loss = tf.reduce_mean(tf.square(w * cached - 1.0))
+        size = queue.size()
+    with tf1.session(graph) as sess:
+        sess.run(fill)
+        trap = [f"{sess.run(live_loss, {w: 0.5}):.2f}" for _ in range(3)]
+        assert sess.run(size) == 0  # the trap emptied the queue
+        sess.run(fill)
+        sess.run(advance)
+        fixed = [f"{sess.run(cached_loss, {w: 0.5}):.2f}" for _ in range(3)]
+        assert sess.run(size) == 2
+    assert trap == ["0.38", "5.38", "18.38"] and fixed == ["0.38", "0.38", "0.38"]
+
+
+def test_session_tensor_reads_float_tensors_of_any_shape():
+    with tf.Graph().as_default() as graph, tf1.session(graph) as sess:
+        feed, held = tf1.session_tensor(sess, "float32")
+        doubled = 2.0 * held
+        for value in (np.ones([2, 3], np.float32), np.arange(5, dtype=np.float32)):
+            handle = sess.run(v1.get_session_handle(tf.constant(value)))
+            assert np.array_equal(sess.run(doubled, {feed: handle.handle}), 2 * value)
+            handle.delete()
+
+
+@pytest.mark.parametrize("args, kwargs, match", [
+    (("not a session", tf.int32), {}, "sess must be a tf.compat.v1.Session, got str"),
+    ((None, "banana"), {}, "dtype must be a TensorFlow dtype"),
+    ((None, tf.int32), {"device": 0}, "device must be a device name"),
+])
+def test_session_tensor_bad_arguments(args, kwargs, match):
+    with tf.Graph().as_default() as graph, tf1.session(graph) as sess:
+        args = tuple(sess if a is None else a for a in args)
+        before = len(graph.get_operations())  # the session's initialisers
+        with pytest.raises(TypeError, match=match):
+            tf1.session_tensor(*args, **kwargs)
+        assert len(graph.get_operations()) == before  # refused before anything was added to the graph

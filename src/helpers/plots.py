@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COLORS", "apply_style", "new_figure", "evaluations_per_dequeue", "accumulation_memory",
+__all__ = ["COLORS", "apply_style", "new_figure", "held_vs_leaky", "accumulation_memory",
            "accumulation_curves", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag"]
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
@@ -51,50 +51,82 @@ def new_figure(ncols: int = 1, *, width: float = 8.0, height: float = 4.0) -> tu
 # --------------------------------------------------------------------------- 01 queue decoupling
 
 
+def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float],
+                  leaky_accepted: list[int]) -> Any:
+    """Notebook 01's picture: every loss two L-BFGS runs asked for, from the same start, on one log scale.
 
+    ``held`` lists the loss of each evaluation of a run on one batch, taken once; ``leaky`` the same
+    for a run whose objective takes a new batch at every evaluation (evaluation k on the k-th batch
+    taken). ``held_accepted`` and ``leaky_accepted`` are the evaluation numbers (1-based; 1 is the
+    start) of the points SciPy accepted as iterates, e.g. ``len(losses)`` recorded by its
+    ``callback``. The held run's path is a solid line through the start (hollow square) and its
+    accepted points (dots); a point the line search rejected is a grey cross, joined by a dotted
+    line to the point it was tried from (the legend says "the loss rose" only when every one did).
+    The leaky run is a dashed red line through every loss SciPy saw, each point labelled with the
+    batch it was computed on (accepted points filled; the label sits on the side away from the held
+    run's point at the same evaluation). The last point of each run says after how many
+    evaluations it stopped.
 
-def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]) -> Any:
-    """Every loss evaluation of a line-search optimizer, batch after batch, with the dequeues marked.
-
-    ``losses[k]`` lists the loss of every evaluation on batch ``k`` in order; ``iterates[k]`` the
-    evaluation numbers (1-based) at which the optimizer accepted an iterate. The first evaluation of
-    each batch (the new batch at the weights the optimizer starts from) is a square,
-    accepted iterates are circles, the rest (rejected line-search probes) are crosses. A dashed line
-    marks each ``next(iterator)``: every mark between two lines used one batch.
-
-    >>> fig = evaluations_per_dequeue([[4.0, 2.0, 3.0, 1.0], [2.0, 0.5]], [[2, 4], [2]])
-    >>> len(fig.axes[0].lines) > 4
-    True
+    >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
+    >>> fig.axes[0].get_yscale(), [t.get_text() for t in fig.axes[0].texts][-2:]
+    ('log', ['stops after 4 evaluations', 'stops after 4 evaluations'])
     """
-    if len(losses) != len(iterates) or not losses:
-        raise ValueError(f"losses and iterates must hold one list per batch, got {len(losses)} and {len(iterates)}")
-    import numpy as np
+    for name, losses, accepted in (("held", held, held_accepted), ("leaky", leaky, leaky_accepted)):
+        if not isinstance(losses, (list, tuple, np.ndarray)) or not isinstance(accepted, (list, tuple)):
+            raise TypeError(f"{name} and {name}_accepted must be lists (losses; evaluation numbers)")
+        if len(losses) == 0:
+            raise ValueError(f"{name} is empty: a run has at least its first evaluation")
+        if not all(np.isfinite(losses)) or min(losses) <= 0:
+            raise ValueError(f"{name} must hold positive, finite losses to draw on a log scale")
+        if any(not 2 <= int(i) <= len(losses) for i in accepted) or list(accepted) != sorted(set(accepted)):
+            raise ValueError(f"{name}_accepted = {list(accepted)} must be increasing evaluation numbers from 2 "
+                             f"to {len(losses)} (evaluation 1 is the start)")
 
-    fig, ax = new_figure(width=9, height=4.4)
-    offset, low = 0, min(min(batch) for batch in losses)
-    for k, (batch_losses, accepted) in enumerate(zip(losses, iterates)):
-        values = np.asarray(batch_losses, dtype=float)
-        steps = offset + np.arange(1, len(values) + 1)
-        color = COLORS[k % len(COLORS)]
-        chosen = np.zeros(len(values), dtype=bool)
-        chosen[np.asarray(accepted, dtype=int) - 1] = True
-        chosen[0] = False
-        rejected = ~chosen
-        rejected[0] = False
-        ax.axvline(offset + 0.5, color="grey", ls="--", lw=1)
-        ax.text(offset + 1, low / 3, f"next(iterator)\nbatch {k}", fontsize=8, va="bottom")
-        ax.semilogy(steps[:1], values[:1], "s", color=color, ms=6, mfc="none")
-        ax.semilogy(steps[chosen], values[chosen], "o", color=color, ms=4)
-        ax.semilogy(steps[rejected], values[rejected], "x", color=color, ms=7)
-        offset += len(values)
-    ax.plot([], [], "s", color="black", mfc="none", label="first evaluation on a new batch")
-    ax.plot([], [], "o", color="black", ms=4, label="accepted iterate")
-    ax.plot([], [], "x", color="black", label="rejected line-search probe")
-    ax.plot([], [], "--", color="grey", label="next(iterator): one dequeue")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
-    ax.set(xlabel="loss + gradient evaluation (all batches, in order)", ylabel="loss",
-           title="L-BFGS evaluates each batch many times; the iterator advances once per batch")
-    ax.set_ylim(low / 4, max(max(batch) for batch in losses) * 3)
+    fig, ax = new_figure(width=8.5, height=4.6)
+    blue, red = COLORS[0], COLORS[1]
+    values = np.asarray(held, dtype=float)
+    steps = np.arange(1, len(values) + 1)
+    on_path = np.zeros(len(values), dtype=bool)
+    on_path[[0, *(int(i) - 1 for i in held_accepted)]] = True
+    all_rose = True
+    for i in np.flatnonzero(~on_path):
+        origin = np.flatnonzero(on_path[:i])[-1]  # the last path point before this trial
+        all_rose = all_rose and values[i] > values[origin]
+        ax.semilogy([steps[origin], steps[i]], [values[origin], values[i]], ":", color="grey", lw=1)
+        ax.semilogy([steps[i]], [values[i]], "x", color="grey", ms=8, mew=1.5)
+    ax.semilogy(steps[on_path], values[on_path], "-o", color=blue, lw=2, ms=5)
+    ax.semilogy(steps[:1], values[:1], "s", color="black", ms=9, mfc="white", mew=1.5, zorder=3)
+
+    seen = np.asarray(leaky, dtype=float)
+    taken = np.arange(1, len(seen) + 1)
+    filled = np.isin(taken, [1, *leaky_accepted])
+    ax.semilogy(taken, seen, "--", color=red, lw=1.5)
+    ax.semilogy(taken[filled], seen[filled], "o", color=red, ms=6)
+    ax.semilogy(taken[~filled], seen[~filled], "o", color=red, ms=6, mfc="white")
+    for k, (step, loss) in enumerate(zip(taken, seen)):
+        below = k < len(values) and values[k] > loss  # keep the label off the held run's point
+        ax.annotate(f"{k}", (step, loss), textcoords="offset points", xytext=(0, -13 if below else 6),
+                    ha="center", fontsize=8, color=red)
+    for step, loss, color in ((steps[-1], values[-1], blue), (taken[-1], seen[-1], red)):
+        ax.annotate(f"stops after {step} evaluations", (step, loss), textcoords="offset points", xytext=(9, -3),
+                    fontsize=9, color=color, fontweight="bold")
+
+    rejected = "trial step rejected (the loss rose), then a shorter one" if all_rose else "trial step rejected"
+    handles = [
+        ax.plot([], [], "s", color="black", mfc="white", label="start: the same weights for both runs")[0],
+        ax.plot([], [], "-o", color=blue, lw=2, label="batch held (one next): the path L-BFGS took")[0],
+        ax.plot([], [], ":x", color="grey", label=rejected)[0],
+        ax.plot([], [], "--o", color=red, label="next() inside the loss: a new batch at every point (its "
+                "number);\nfilled: accepted by L-BFGS, hollow: rejected")[0],
+    ]
+    ax.legend(handles=handles, loc="upper right", fontsize=9)
+    ax.set_xlim(0.5, max(len(values), len(seen)) * 1.4 + 1)  # room for the labels
+    low = min(values.min(), seen.min()) / 2
+    high = max(values.max(), seen.max()) * 40  # room for the legend above the curves
+    ax.set_ylim(low, high)
+    ax.set_xlabel("evaluation of the loss (one call of fun)")
+    ax.set_ylabel("loss on the batch evaluated (log)")
+    ax.set_title("Same start, same L-BFGS: the batch held vs a new batch per evaluation")
     fig.tight_layout()
     return fig
 

@@ -5,6 +5,8 @@ the tests and the benchmarks).
   initialised, queue runners started if asked, every op bounded by a time-out (a read from an empty
   queue raises ``DeadlineExceededError`` instead of hanging the kernel), and on exit the threads
   stopped and joined and the session closed.
+* :func:`session_tensor` (notebook 01): the placeholder and tensor that read a tensor held in the
+  runtime by a session handle, without the dummy handle the API otherwise makes you keep.
 * :class:`QueuePipeline` and :func:`ptb_batches`: the PTB producer (notebook 03): a range queue
   hands out the window index, strided slices cut the batch.
 * :class:`ValidationPasses`: a TF1 copy of a Keras MLP with two ways to run a validation pass
@@ -29,7 +31,7 @@ from helpers.arguments import require_int
 from helpers.batching import as_token_ids, batch_checksum, ptb_layout
 from helpers.validation import chunk_examples, collect, generated_dataset
 
-__all__ = ["session", "QueuePipeline", "ptb_batches", "ValidationPasses", "DEFAULT_TIMEOUT_MS"]
+__all__ = ["session", "session_tensor", "QueuePipeline", "ptb_batches", "ValidationPasses", "DEFAULT_TIMEOUT_MS"]
 
 v1 = tf.compat.v1
 DEFAULT_TIMEOUT_MS = 10_000
@@ -101,6 +103,44 @@ def session(graph: tf.Graph, *, queue_runners: bool = False, initialize: bool = 
             coord.request_stop()
             coord.join(threads, stop_grace_period_secs=timeout_ms / 1000)
         sess.close()
+
+
+# --------------------------------------------------------------------------- notebook 01: a tensor held by a handle
+
+
+def session_tensor(sess: Any, dtype: Any, *, device: str = "/cpu:0") -> tuple[tf.Tensor, tf.Tensor]:
+    """``(feed, tensor)``: feed a session handle's ``.handle`` string to ``feed``, and ``tensor`` is
+    the tensor that handle keeps in the runtime. Every op built on ``tensor`` reads that one tensor.
+
+    ``get_session_handle(t)`` (run once) keeps the value of ``t`` in the runtime and returns a handle;
+    ``tf.compat.v1.get_session_tensor`` builds the reader, but it takes an existing handle of the same
+    dtype only to learn the device to place the reader on. This makes that handle (on ``device``:
+    the device of the tensors you will feed; a queue's dequeue lives on the CPU), builds the reader in
+    ``sess.graph`` and deletes the handle at once.
+
+    >>> graph = tf.Graph()
+    >>> with graph.as_default(), session(graph) as sess:
+    ...     held = sess.run(tf.compat.v1.get_session_handle(tf.constant([1, 2, 3])))
+    ...     feed, tensor = session_tensor(sess, tf.int32)
+    ...     total = sess.run(tf.reduce_sum(tensor), {feed: held.handle})
+    ...     held.delete()
+    >>> int(total)
+    6
+    """
+    if not isinstance(sess, v1.Session):
+        raise TypeError(f"sess must be a tf.compat.v1.Session, got {type(sess).__name__}")
+    try:
+        dtype = tf.as_dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be a TensorFlow dtype such as tf.int32, got {dtype!r}") from None
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a device name such as '/cpu:0', got {type(device).__name__}")
+    with sess.graph.as_default():
+        with tf.device(device):
+            placement = sess.run(v1.get_session_handle(tf.zeros([0], dtype)))
+        feed, tensor = v1.get_session_tensor(placement.handle, dtype)
+    placement.delete()
+    return feed, tensor
 
 
 # --------------------------------------------------------------------------- notebook 03: the PTB producer
