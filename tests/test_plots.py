@@ -54,15 +54,42 @@ def test_accumulation_memory_labels_sizes_with_counts_and_draws_the_fixed_part()
         plots.accumulation_memory([3], [1.0], effective=64, fixed_mib=0.5, fixed_label="w")
 
 
-def test_accumulation_curves_draws_one_line_per_run_with_the_mse_label():
+def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
+    import matplotlib.colors
     import pytest
 
-    fig = plots.accumulation_curves({"large": [1.0, 0.6], "ours": [1.0, 0.6], "keras": [1.2, 0.7]}, xlabel="epoch")
+    fig = plots.accumulation_windows([8, 8, 8, 8, 8, 4], steps=4, epochs=2)
     ax = fig.axes[0]
-    assert len(ax.lines) == 3 and ax.get_ylabel() == "training loss (MSE)" and ax.get_xlabel() == "epoch"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["large", "ours", "keras"]
-    with pytest.raises(ValueError, match="curves is empty"):
-        plots.accumulation_curves({}, xlabel="epoch")
+    texts = [t.get_text() for t in ax.texts]
+    assert [t for t in texts if "update" in t] == ["4 updates", "4 updates", "3 updates"]
+    # the large batches, then each micro-batch's weight: by size in windows that restart, 1/4 in Keras'
+    assert texts.count("32") == 2 and texts.count("12") == 2
+    assert texts.count("8/32") == 8 and texts.count("8/12") == 2 and texts.count("4/12") == 2
+    assert texts.count("1/4") == 12
+    triangles = [line for line in ax.lines if line.get_marker() == "v"]
+    assert sorted(float(t.get_xdata()[0]) for t in triangles) == [32, 32, 32, 44, 44, 60, 76, 76, 88, 88, 88]
+    # update 2 has one colour in every row: Keras' second update ends in epoch 2, at 60 examples
+    second = {float(t.get_xdata()[0]): matplotlib.colors.to_hex(t.get_color()) for t in triangles}
+    assert second[44] == second[60]
+    epoch_lines = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert len(epoch_lines) == 1 and list(epoch_lines[0].get_xdata()) == [44, 44]
+    with pytest.raises(ValueError, match="sizes is empty"):
+        plots.accumulation_windows([], steps=2, epochs=1)
+    with pytest.raises(ValueError, match=r"sizes\[1\]"):
+        plots.accumulation_windows([4, 0], steps=2, epochs=1)
+    with pytest.raises(ValueError, match="steps"):
+        plots.accumulation_windows([4], steps=0, epochs=1)
+    with pytest.raises(TypeError, match="epochs"):
+        plots.accumulation_windows([4], steps=1, epochs=1.5)
+
+
+def test_accumulation_windows_hatches_what_keras_leaves_waiting():
+    fig = plots.accumulation_windows([8, 8, 8, 8, 8], steps=2, epochs=1)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts if "update" in t.get_text()] == [
+        "3 updates", "3 updates", "2 updates\n+1 micro-batch(es)\nwaiting"]
+    assert sum(1 for p in ax.patches if p.get_hatch()) == 1
+    assert not [line for line in ax.lines if line.get_linestyle() == "--"]  # one epoch: no epoch line
 
 
 # --------------------------------------------------------------------------- 03 batch iteration

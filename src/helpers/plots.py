@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["COLORS", "apply_style", "new_figure", "evaluations_per_dequeue", "accumulation_memory",
-           "accumulation_curves", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag"]
+           "accumulation_windows", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag"]
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
 
@@ -132,24 +132,93 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     return fig
 
 
-def accumulation_curves(curves: dict[str, list[float]], *, xlabel: str) -> Any:
-    """Notebook 02's training figure: the training loss (MSE) of each run in ``curves`` (name ->
-    one loss per point of ``xlabel``), drawn so that equal curves show as one line.
+# Okabe and Ito's colour-blind-safe colours: update k has colour k in every row of the picture.
+_UPDATE_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
 
-    >>> fig = accumulation_curves({"a": [1.0, 0.5], "b": [1.0, 0.6]}, xlabel="epoch")
-    >>> len(fig.axes[0].lines)
-    2
+
+def _windows(sizes: list[int], steps: int, epochs: int, *, per_epoch: bool) -> list[list[int]]:
+    """The micro-batch sizes of each update: ``steps`` micro-batches per window, the window either
+    restarting at every epoch (a partial window applied at the epoch's end) or counted globally."""
+    windows: list[list[int]] = []
+    current: list[int] = []
+    for epoch in range(epochs):
+        for i, size in enumerate(sizes, start=1):
+            current.append(size)
+            if len(current) == steps or (per_epoch and i == len(sizes)):
+                windows.append(current)
+                current = []
+    return windows + ([current] if current else [])
+
+
+def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
+    """Notebook 02's picture: which micro-batches make each update, and with what weight.
+
+    ``sizes``: the examples of each micro-batch of one epoch, in order; ``steps`` micro-batches
+    make a window; ``epochs`` passes. Three rows share one axis of examples read: the large batches
+    (``fit(batch_size=steps * sizes[0])``, one box per batch), the size-weighted loop (windows restart
+    at every epoch, a last partial window is applied; each micro-batch labelled with its share
+    ``n / window``) and Keras' ``gradient_accumulation_steps`` (one global counter; every micro-batch
+    weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). Update ``k`` has
+    the same colour in every row; a triangle marks each update; a dashed line each new epoch.
+
+    >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
+    >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
+    ['4 updates', '4 updates', '3 updates']
     """
-    if not curves:
-        raise ValueError("curves is empty: give at least one name -> losses")
-    fig, ax = new_figure(width=6.5, height=3.8)
-    for (name, losses), style in zip(curves.items(), ["-", "--", ":", "-."]):
-        ax.plot(range(1, len(losses) + 1), losses, style, marker="o" if style == "-" else None,
-                lw=3.0 if style == "-" else 1.8, label=name)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("training loss (MSE)")
-    ax.set_title("where the curves part, the updates differ")
-    ax.legend()
+    from fractions import Fraction
+
+    import matplotlib.pyplot as plt
+
+    from helpers.arguments import require_int
+
+    sizes = list(sizes)
+    if not sizes:
+        raise ValueError("sizes is empty: give the examples of each micro-batch of one epoch")
+    for i, size in enumerate(sizes):
+        require_int(f"sizes[{i}]", size, minimum=1)
+    require_int("steps", steps, minimum=1)
+    require_int("epochs", epochs, minimum=1)
+    ours = _windows(sizes, steps, epochs, per_epoch=True)
+    keras_windows = _windows(sizes, steps, epochs, per_epoch=False)
+    if len(keras_windows[-1]) < steps:  # never applied: Keras keeps it in its accumulators
+        keras_applied, waiting = keras_windows[:-1], keras_windows[-1]
+    else:
+        keras_applied, waiting = keras_windows, []
+    rows = [
+        (f"fit(batch_size={steps * sizes[0]})\nthe large batches", [[sum(w)] for w in ours], "batch"),
+        (f"train_windows (and the helper)\nwindows of {steps}, restart each epoch", ours, "size"),
+        (f"Keras' built-in\ngradient_accumulation_steps={steps}", keras_applied, "equal"),
+    ]
+    total = epochs * sum(sizes)
+    fig, ax = new_figure(width=10, height=3.9)
+    ax.grid(False)
+    for row, (label, windows, rule) in enumerate(rows):
+        y, start = -row, 0
+        for k, window in enumerate(windows):
+            color = _UPDATE_COLORS[k % len(_UPDATE_COLORS)]
+            for size in window:
+                ax.add_patch(plt.Rectangle((start, y - 0.35), size, 0.7, facecolor=color, alpha=0.35,
+                                           edgecolor="black", linewidth=0.8))
+                share = {"batch": f"{size}", "size": f"{size}/{sum(window)}",
+                         "equal": f"{Fraction(1, len(window))}"}[rule]
+                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=8)
+                start += size
+            ax.plot([start], [y + 0.47], marker="v", color=color, markersize=9, markeredgecolor="black")
+        for size in (waiting if rule == "equal" else []):
+            ax.add_patch(plt.Rectangle((start, y - 0.35), size, 0.7, facecolor="white", hatch="///",
+                                       edgecolor="grey", linewidth=0.8))
+            start += size
+        note = f"{len(windows)} updates" + (f"\n+{len(waiting)} micro-batch(es)\nwaiting" if waiting and rule == "equal" else "")
+        ax.text(total * 1.01, y, note, va="center", fontsize=9)
+    for epoch in range(1, epochs):
+        ax.axvline(epoch * sum(sizes), color="black", ls="--", lw=1.2)
+        ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=9, va="bottom")
+    ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=9)
+    ax.set_xlim(0, total * 1.12)
+    ax.set_ylim(-len(rows) + 0.4, 1.15)
+    ax.set_xlabel("examples read (box width: a micro-batch's examples; number: its weight in its update)")
+    ax.set_title("Which micro-batches make each update (one colour per update, ▼ where it is applied)")
+    ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
     return fig
 
