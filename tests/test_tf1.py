@@ -136,11 +136,14 @@ def test_accumulator_ops_built_on_the_graph_equal_the_fed_size_weighted_average(
         seen = v1.Variable(0.0, trainable=False)
         add = [s.assign_add(n * g) for s, g in zip(sums, graph.gradients)] + [seen.assign_add(n)]
         apply = graph.optimizer.apply_gradients([(s / seen, v) for s, v in zip(sums, graph.variables)])
+        reset = [s.assign(tf.zeros_like(s)) for s in sums] + [seen.assign(0.0)]
     with graph.session() as sess:
         for a, b in parts:
             sess.run(add, feed_dict={graph.x: a, graph.y: b})
         sess.run(apply)
+        sess.run(reset)
         accumulated = sess.run(graph.variables)
+        assert not any(np.any(v) for v in sess.run(sums + [seen]))  # emptied for the next window
     with graph.session() as sess:  # the whole batch at once: the size-weighted average is its gradient
         sess.run(graph.train_op, feed_dict={graph.x: x, graph.y: y})
         whole = sess.run(graph.variables)
