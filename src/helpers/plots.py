@@ -103,37 +103,62 @@ def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]
 
 
 def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
-                        fixed_mib: float, fixed_label: str) -> Any:
-    """Notebook 02's memory figure: peak memory of one ``effective``-example gradient computed in
-    ``k`` micro-batches, for each ``k`` in ``splits``; a tick reads "size (×k)". A dashed line at
-    ``fixed_mib`` marks the floor that does not shrink, labelled ``fixed_label`` (say what it holds).
+                        fixed_mib: float, fixed_label: str, seconds: list[float] | None = None) -> Any:
+    """Notebook 02's cost figure: peak memory of one ``effective``-example gradient computed in
+    ``k`` micro-batches, for each ``k`` in ``splits``; a tick reads "size (×k)", each point its ratio to
+    the first. A dashed line at ``fixed_mib`` marks the floor that does not shrink, labelled
+    ``fixed_label`` (say what it holds); a dotted line what the peak would be if all of it shrank with
+    the micro-batch (the first peak / k). With ``seconds`` (the time of one update in each split), a
+    second panel shows the time per example, each bar labelled with its ratio to the first.
 
     >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="weights")
     >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
     ['4 (×1)', '2 (×2)']
+    >>> len(accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="w",
+    ...                         seconds=[1.0, 1.2]).axes)
+    2
     """
     if len(splits) != len(peak_mib) or not splits:
         raise ValueError(f"splits and peak_mib must be non-empty and of equal length, got "
                          f"{len(splits)} and {len(peak_mib)}")
     if any(k < 1 or effective % k for k in splits):
         raise ValueError(f"every split must divide effective={effective} into equal micro-batches, got {splits}")
-    fig, ax = new_figure(width=6.5, height=3.8)
+    if seconds is not None and (len(seconds) != len(splits) or not all(s > 0 for s in seconds)):
+        raise ValueError(f"seconds must hold one positive time per split ({len(splits)}), got {seconds}")
+    fig, axes = new_figure(1 if seconds is None else 2, width=6.5 if seconds is None else 11, height=3.8)
+    ax = axes if seconds is None else axes[0]
+    ticks = [f"{effective // k} (×{k})" for k in splits]
     ax.plot(splits, peak_mib, "o-", label="peak memory of one gradient")
+    ax.plot(splits, [peak_mib[0] * splits[0] / k for k in splits], ":", color="grey",
+            label="if all of it shrank with the micro-batch")
     ax.axhline(fixed_mib, color="grey", ls="--", lw=1.5, label=fixed_label)
+    for k, mib in zip(splits[1:], peak_mib[1:]):
+        ax.annotate(f"{mib / peak_mib[0]:.2f}x", (k, mib), textcoords="offset points", xytext=(0, 8), ha="center")
     ax.set_xscale("log", base=2)
-    ax.set_xticks(splits, [f"{effective // k} (×{k})" for k in splits])
+    ax.set_xticks(splits, ticks)
     ax.minorticks_off()
-    ax.set_xlabel(f"micro-batch size (× number of micro-batches), {effective} examples in all")
+    ax.set_xlabel(f"micro-batch size (× number of micro-batches), {effective} examples")
     ax.set_ylabel("peak memory (MiB)")
     ax.set_ylim(bottom=0)
-    ax.set_title("smaller micro-batches, less memory, toward a floor")
-    ax.legend(loc="upper right")
+    ax.set_title("memory: smaller micro-batches, down to a floor")
+    ax.legend(loc="upper right", fontsize=9)
+    if seconds is not None:
+        per_example = [s / effective * 1e6 for s in seconds]
+        bars = axes[1].bar(ticks, per_example, color=COLORS[0], alpha=0.7)
+        for bar, us in zip(bars, per_example):
+            axes[1].annotate(f"{us / per_example[0]:.2f}x", (bar.get_x() + bar.get_width() / 2, us),
+                             textcoords="offset points", xytext=(0, 3), ha="center")
+        axes[1].set_xlabel("micro-batch size (× number of micro-batches)")
+        axes[1].set_ylabel("time per example (µs)")
+        axes[1].set_title("time: one update of all examples")
+        axes[1].grid(axis="x", visible=False)
     fig.tight_layout()
     return fig
 
 
-# Okabe and Ito's colour-blind-safe colours: update k has colour k in every row of the picture.
-_UPDATE_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
+# The picture's two colours (Okabe and Ito's colour-blind-safe blue and vermillion): an update that equals
+# one of fit's large batches (the same examples, each weighted by its size), and one that does not.
+_SAME_AS_FIT, _NOT_FIT = "#0072B2", "#D55E00"
 
 
 def _windows(sizes: list[int], steps: int, epochs: int, *, per_epoch: bool) -> list[list[int]]:
@@ -154,12 +179,14 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     """Notebook 02's picture: which micro-batches make each update, and with what weight.
 
     ``sizes``: the examples of each micro-batch of one epoch, in order; ``steps`` micro-batches
-    make a window; ``epochs`` passes. Three rows share one axis of examples read: the large batches
-    (``fit(batch_size=steps * sizes[0])``, one box per batch), the size-weighted loop (windows restart
-    at every epoch, a last partial window is applied; each micro-batch labelled with its share
-    ``n / window``) and Keras' ``gradient_accumulation_steps`` (one global counter; every micro-batch
-    weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). Update ``k`` has
-    the same colour in every row; a triangle marks each update; a dashed line each new epoch.
+    make a large batch; ``epochs`` passes. Three rows share one axis of examples read: the large
+    batches (``fit(batch_size=steps * sizes[0])``, one box per batch), the size-weighted loop (each
+    large batch split into its micro-batches, each labelled with its share ``n / batch``; the helper
+    makes the same updates) and Keras' ``gradient_accumulation_steps`` (one global counter; every
+    micro-batch weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). An
+    outline groups the micro-batches of one update, a triangle marks where it is applied, a dashed line
+    each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
+    (vermillion), in every row alike.
 
     >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
     >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
@@ -168,6 +195,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     from fractions import Fraction
 
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     from helpers.arguments import require_int
 
@@ -184,28 +212,38 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
         keras_applied, waiting = keras_windows[:-1], keras_windows[-1]
     else:
         keras_applied, waiting = keras_windows, []
+    large = steps * sizes[0]
     rows = [
-        (f"fit(batch_size={steps * sizes[0]})\nthe large batches", [[sum(w)] for w in ours], "batch"),
-        (f"train_windows (and the helper)\nwindows of {steps}, restart each epoch", ours, "size"),
+        (f"fit(batch_size={large})\nthe large batches", [[sum(w)] for w in ours], "batch"),
+        (f"ours: each batch of {large} in\nmicro-batches of {sizes[0]} (and the helper)", ours, "size"),
         (f"Keras' built-in\ngradient_accumulation_steps={steps}", keras_applied, "equal"),
     ]
+    fit_batches, start = set(), 0  # (first example, examples) of each of fit's updates
+    for window in ours:
+        fit_batches.add((start, sum(window)))
+        start += sum(window)
     total = epochs * sum(sizes)
-    fig, ax = new_figure(width=10, height=3.9)
+    fig, ax = new_figure(width=10, height=4.2)
     ax.grid(False)
     for row, (label, windows, rule) in enumerate(rows):
         y, start = -row, 0
-        for k, window in enumerate(windows):
-            color = _UPDATE_COLORS[k % len(_UPDATE_COLORS)]
+        for window in windows:
+            weights_right = rule != "equal" or len(set(window)) == 1
+            color = _SAME_AS_FIT if weights_right and (start, sum(window)) in fit_batches else _NOT_FIT
+            first = start
             for size in window:
-                ax.add_patch(plt.Rectangle((start, y - 0.35), size, 0.7, facecolor=color, alpha=0.35,
-                                           edgecolor="black", linewidth=0.8))
+                ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=color, alpha=0.3,
+                                           edgecolor="grey", linewidth=0.6))
                 share = {"batch": f"{size}", "size": f"{size}/{sum(window)}",
                          "equal": f"{Fraction(1, len(window))}"}[rule]
                 ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=8)
                 start += size
+            inset = total * 0.003  # a gap between the outlines of two updates
+            ax.add_patch(plt.Rectangle((first + inset, y - 0.37), start - first - 2 * inset, 0.74,
+                                       facecolor="none", edgecolor=color, linewidth=2.2))
             ax.plot([start], [y + 0.47], marker="v", color=color, markersize=9, markeredgecolor="black")
         for size in (waiting if rule == "equal" else []):
-            ax.add_patch(plt.Rectangle((start, y - 0.35), size, 0.7, facecolor="white", hatch="///",
+            ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor="white", hatch="///",
                                        edgecolor="grey", linewidth=0.8))
             start += size
         note = f"{len(windows)} updates" + (f"\n+{len(waiting)} micro-batch(es)\nwaiting" if waiting and rule == "equal" else "")
@@ -215,9 +253,12 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
         ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=9, va="bottom")
     ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=9)
     ax.set_xlim(0, total * 1.12)
-    ax.set_ylim(-len(rows) + 0.4, 1.15)
+    ax.set_ylim(-len(rows) + 0.25, 1.15)
     ax.set_xlabel("examples read (box width: a micro-batch's examples; number: its weight in its update)")
-    ax.set_title("Which micro-batches make each update (one colour per update, ▼ where it is applied)")
+    ax.set_title("Which micro-batches make each update (outlined; ▼ where it is applied)")
+    ax.legend(handles=[Patch(facecolor=_SAME_AS_FIT, alpha=0.5, edgecolor=_SAME_AS_FIT, label="update = one of fit's batches"),
+                       Patch(facecolor=_NOT_FIT, alpha=0.5, edgecolor=_NOT_FIT, label="an update fit never makes")],
+              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9)
     ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
     return fig
