@@ -884,23 +884,27 @@ def test_loss_scaling_on_two_replicas_matches_the_full_batch_and_skips_an_overfl
 
 
 # ----------------------------------------------------------------- notebook 02's inline loop, and proofs moved here
-# The notebook's first "Now" cell, train_windows, is the code a learner copies: it is tested here as the
+# The notebook's first "Now" cell, train_large_batches, is the code a learner copies: it is tested here as the
 # notebook defines it (read from the notebook, like the exercise answers). The checks the notebook printed
 # before it was rewritten answer-first, and no longer prints, are below it (docs/accumulation.md lists them).
 
 
-def _notebook_train_windows():
+def _notebook_cell(defining):
     import nbformat
 
     from tests.notebook_answers import ROOT
 
     path = ROOT / "notebooks" / f"{NB}.ipynb"
     cells = [c.source for c in nbformat.read(path, as_version=4).cells
-             if c.cell_type == "code" and "def train_windows(" in c.source]
-    assert len(cells) == 1, f"{path.name}: expected one cell defining train_windows, found {len(cells)}"
+             if c.cell_type == "code" and f"def {defining}(" in c.source]
+    assert len(cells) == 1, f"{path.name}: expected one cell defining {defining}, found {len(cells)}"
+    return cells[0]
+
+
+def _notebook_train_large_batches():
     scope = {"np": np, "tf": tf, "keras": keras}
-    exec(compile(cells[0], f"{NB}:train_windows", "exec"), scope)  # noqa: S102 - our own notebook's cell
-    return scope["train_windows"]
+    exec(compile(_notebook_cell("train_large_batches"), f"{NB}:train_large_batches", "exec"), scope)  # noqa: S102
+    return scope["train_large_batches"]
 
 
 @pytest.mark.parametrize("make_optimizer", [
@@ -909,13 +913,13 @@ def _notebook_train_windows():
     lambda: keras.optimizers.AdamW(0.05, weight_decay=0.1),
     lambda: keras.optimizers.SGD(0.5, global_clipnorm=0.05),
 ], ids=["momentum", "adam", "adamw", "global_clipnorm"])
-def test_notebook_train_windows_equals_the_full_batch_and_the_helper(make_optimizer):
-    train_windows = _notebook_train_windows()
+def test_notebook_loop_equals_the_full_batch_and_the_helper(make_optimizer):
+    train_large_batches = _notebook_train_large_batches()
     x, y = _data(14)
-    parts = acc.micro_batches((x, y), [4, 4, 4, 2])  # windows of 3: 12 examples, then a partial window of 2
     ours, helped, ref = _model(), _model(), _model()
-    train_windows(ours, make_optimizer(), MSE, parts, steps=3, epochs=2)
-    acc.train_accumulated(helped, make_optimizer(), MSE, parts, 3, epochs=2, verbose=False)
+    train_large_batches(ours, make_optimizer(), MSE, [(x[:12], y[:12]), (x[12:], y[12:])], micro_size=4, epochs=2)
+    acc.train_accumulated(helped, make_optimizer(), MSE, acc.micro_batches((x, y), [4, 4, 4, 2]), 3, epochs=2,
+                          verbose=False)
     opt = make_optimizer()
     for _ in range(2):
         for lo, hi in [(0, 12), (12, 14)]:
@@ -936,66 +940,100 @@ class _CountingCalls(keras.layers.Layer):
         return x
 
 
-def test_notebook_train_windows_traces_its_step_at_most_three_times_and_reads_a_dataset():
-    train_windows = _notebook_train_windows()
-    x, y = _data(20)
+def test_notebook_loop_traces_twice_reads_a_dataset_of_unknown_length_and_reports_fits_loss():
+    train_large_batches = _notebook_train_large_batches()
+    x, y = _data(40)
     models = []
     for _ in range(2):
         keras.utils.set_random_seed(0)
-        models.append(keras.Sequential([keras.Input((4,)), _CountingCalls(), keras.layers.Dense(8, activation="tanh"),
+        models.append(keras.Sequential([keras.Input((4,)), _CountingCalls(),
+                                        keras.layers.Dense(8, activation="tanh", kernel_regularizer="l2"),
                                         keras.layers.Dense(1)]))
     model, ref = models
+    def data():  # a new pipeline for each consumer: the same shuffled order for both
+        return tf.data.Dataset.from_tensor_slices((x, y)).shuffle(40, seed=3).filter(lambda a, b: b[0] > -3.0)
+
+    assert int(data().cardinality()) == tf.data.UNKNOWN_CARDINALITY
     model.layers[0].calls = 0
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(6)  # 6, 6, 6, 2: windows of 2, then of 2
-    train_windows(model, keras.optimizers.SGD(0.1), MSE, dataset, steps=2, epochs=3)
-    # 12 micro-batches, 3 traces: 6 rows without and with the update, then any rows (relaxed) with it
-    assert model.layers[0].calls == 3
-    opt = keras.optimizers.SGD(0.1)
-    for _ in range(3):
-        for lo, hi in [(0, 12), (12, 20)]:
-            _full_update(ref, opt, x[lo:hi], y[lo:hi])
+    losses = train_large_batches(model, keras.optimizers.Adam(0.05), MSE, data().batch(12), micro_size=5, epochs=3)
+    # micro-batches of 5 (and a smaller last one in each batch): one trace, then one relaxed trace
+    assert model.layers[0].calls == 2
+    ref.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, run_eagerly=True)
+    with warnings.catch_warnings(action="ignore"):  # "input ran out of data": the length is unknown
+        fit_losses = ref.fit(data().batch(12), epochs=3, verbose=0).history["loss"]
     assert _max_diff(model.get_weights(), ref.get_weights()) < 1e-6
+    assert np.allclose(losses, fit_losses, rtol=1e-5, atol=0)  # the L2 penalty included, weighted by examples
 
 
-def test_notebook_train_windows_with_loss_scaling_equals_the_full_batch_and_skips_an_overflow(mixed_float16):
-    train_windows = _notebook_train_windows()
+def test_notebook_loop_with_loss_scaling_equals_the_full_batch_and_skips_an_overflow(mixed_float16):
+    train_large_batches = _notebook_train_large_batches()
     x, y = _regression(96, 0.0)
     ours, ref = _mixed_model(), _mixed_model()
     ref_opt = _lso()
     for lo in (0, 48):
         _scaled_full_update(ref, ref_opt, x[lo:lo + 48], y[lo:lo + 48])
-    train_windows(ours, _lso(), MSE, acc.micro_batches((x, y), [16, 16, 16] * 2), steps=3)
+    train_large_batches(ours, _lso(), MSE, [(x[:48], y[:48]), (x[48:], y[48:])], micro_size=16)
     moved = _max_diff(ref.get_weights(), _mixed_model().get_weights())
     assert moved > 1e-3 and _max_diff(ours.get_weights(), ref.get_weights()) < 1e-2 * moved
     x, y = _regression(32, 0.0)
     y[:2] = 6e4  # float16 overflow in the backward pass of the first micro-batch
     model, optimizer = _mixed_model(), _lso()
     before = _weights(model)
-    train_windows(model, optimizer, MSE, acc.micro_batches((x, y), [16, 16]), steps=2)
+    train_large_batches(model, optimizer, MSE, [(x, y)], micro_size=16)
     assert _max_diff(model.get_weights(), before) == 0.0
     assert float(optimizer.dynamic_scale.numpy()) == 2.0**14 and int(optimizer.iterations.numpy()) == 0
 
 
-def test_notebook_train_windows_fails_inside_a_mirrored_strategy_scope(fresh_python):
-    from tests.notebook_answers import ROOT
-
+def test_notebook_loop_fails_inside_a_mirrored_strategy_scope(fresh_python):
+    cell = _notebook_cell("train_large_batches")
     out = fresh_python(_TWO_REPLICAS + textwrap.dedent(f"""
-        import nbformat
-        cell = [c.source for c in nbformat.read({str(ROOT / "notebooks" / (NB + ".ipynb"))!r}, as_version=4).cells
-                if "def train_windows(" in c.source][0]
-        exec(cell)
+        exec({cell!r})
         with strategy.scope():
             model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
             before = [w.copy() for w in model.get_weights()]
             try:
-                train_windows(model, keras.optimizers.SGD(0.1), keras.losses.MeanSquaredError(),
-                              acc.micro_batches((x[:32], y[:32]), [8] * 4), steps=2)
+                train_large_batches(model, keras.optimizers.SGD(0.1), keras.losses.MeanSquaredError(),
+                                    [(x[:32], y[:32])], micro_size=8)
                 print("runs")
             except ValueError as error:
                 print("fails:", "replica context" in str(error))
         print("unchanged:", all((a == b).all() for a, b in zip(before, model.get_weights())))
     """))
     assert out.split() == ["fails:", "True", "unchanged:", "True"], out
+
+
+def test_notebook_chi_square_two_passes_equal_the_whole_batch_gradient():
+    scope = {"np": np, "tf": tf, "keras": keras}
+    exec(compile(_notebook_cell("chi_square").split("batch_48 =")[0], f"{NB}:chi_square", "exec"), scope)  # noqa: S102
+    source = _notebook_cell("chi_square_gradient")
+    exec(compile(source.split("\n\n\nmodel =")[0], f"{NB}:chi_square_gradient", "exec"), scope)  # noqa: S102
+    x, y = _data(30, seed=4)
+    model = _model(seed=2)
+    with tf.GradientTape() as tape:
+        loss = scope["chi_square"](y, model(x, training=True))
+    full = tape.gradient(loss, model.trainable_variables)
+    parts = acc.micro_batches((x, y), [8, 8, 8, 6])
+    got = scope["chi_square_gradient"](model, parts)
+    scale = max(float(np.max(np.abs(g))) for g in full)
+    assert scale > 1e-4 and _max_diff(got, full) < 1e-5 * scale
+    naive = [np.mean(gs, axis=0) for gs in zip(*(
+        _full_gradient(model, px, py, loss_fn=scope["chi_square"]) for px, py in parts))]
+    assert _max_diff(naive, full) > 1e-2 * scale  # averaging the micro-batches' own chi-squares is not it
+
+
+def test_keras_compiled_fit_counts_an_extra_optimizer_step_per_epoch_on_data_of_unknown_length():
+    # tripwire for docs/accumulation.md: why the notebook's reference fit runs eagerly (Keras 3.13 and 3.15).
+    # Adam's bias correction reads optimizer.iterations, so compiled fit drifts from the second epoch.
+    x, y = _data(36)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).filter(lambda a, b: True).batch(12)  # 3 batches
+    counts = []
+    for eager in (True, False):
+        model = _model()
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, run_eagerly=eager)
+        with warnings.catch_warnings(action="ignore"):
+            model.fit(data, epochs=2, verbose=0)
+        counts.append(int(model.optimizer.iterations))
+    assert counts == [6, 8], counts
 
 
 @pytest.mark.parametrize("make_optimizer", [

@@ -150,6 +150,7 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
                              textcoords="offset points", xytext=(0, 3), ha="center")
         axes[1].set_xlabel("micro-batch size (× number of micro-batches)")
         axes[1].set_ylabel("time per example (µs)")
+        axes[1].set_ylim(0, max(per_example) * 1.15)  # room for the top label
         axes[1].set_title("time: one update of all examples")
         axes[1].grid(axis="x", visible=False)
     fig.tight_layout()
