@@ -44,14 +44,16 @@ def test_accumulation_memory_labels_sizes_with_counts_and_draws_the_fixed_part()
     fig = plots.accumulation_memory([1, 2, 4], [3.0, 1.6, 0.9], effective=64, fixed_mib=0.5, fixed_label="weights")
     ax = fig.axes[0]
     assert len(fig.axes) == 1
-    assert list(ax.lines[0].get_ydata()) == [3.0, 1.6, 0.9]
+    assert [round(v, 6) for v in ax.lines[0].get_ydata()] == [1.0, 0.533333, 0.3]  # relative to the first
+    assert ax.get_ylabel() == "peak memory (1 = 3 MiB)"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["64 (×1)", "32 (×2)", "16 (×4)"]
     floor = [line for line in ax.lines if line.get_linestyle() == "--"]
-    assert len(floor) == 1 and list(floor[0].get_ydata()) == [0.5, 0.5]
-    shrinking = [line for line in ax.lines if line.get_linestyle() == ":"]  # if all memory shrank: 3.0 / k
-    assert len(shrinking) == 1 and list(shrinking[0].get_ydata()) == [3.0, 1.5, 0.75]
+    assert len(floor) == 1 and [round(v, 6) for v in floor[0].get_ydata()] == [0.166667, 0.166667]
+    assert len(ax.lines) == 2  # the peaks and the floor, nothing else
     assert [t.get_text() for t in ax.texts] == ["0.53x", "0.30x"]
     assert "weights" in [t.get_text() for t in ax.get_legend().get_texts()]
+    with pytest.raises(ValueError, match="peak_mib must hold positive"):
+        plots.accumulation_memory([1, 2], [0.0, 1.0], effective=64, fixed_mib=0.5, fixed_label="w")
     with pytest.raises(ValueError, match="equal length"):
         plots.accumulation_memory([1], [1.0, 2.0], effective=64, fixed_mib=0.5, fixed_label="w")
     with pytest.raises(ValueError, match="divide effective=64"):
@@ -64,7 +66,8 @@ def test_accumulation_memory_draws_the_time_per_example_with_ratios():
     fig = plots.accumulation_memory([1, 4], [2.0, 1.0], effective=1000, fixed_mib=0.5, fixed_label="w",
                                     seconds=[0.002, 0.003])
     time_ax = fig.axes[1]
-    assert [round(bar.get_height(), 6) for bar in time_ax.patches] == [2.0, 3.0]  # µs per example
+    assert [round(bar.get_height(), 6) for bar in time_ax.patches] == [1.0, 1.5]  # relative to the first
+    assert time_ax.get_ylabel() == "time per example (1 = 2 µs)"
     assert [t.get_text() for t in time_ax.texts] == ["1.00x", "1.50x"]
     with pytest.raises(ValueError, match="seconds"):
         plots.accumulation_memory([1, 4], [2.0, 1.0], effective=1000, fixed_mib=0.5, fixed_label="w", seconds=[1.0])
@@ -98,6 +101,11 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert len(outlines) == 11  # one per update
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["update = one of fit's batches",
                                                                    "an update fit never makes"]
+    # the legend's keys look like the updates they name: a light fill inside a thick outline of the colour
+    keys = ax.get_legend().get_patches()
+    assert [matplotlib.colors.to_hex(k.get_edgecolor()) for k in keys] == [blue, vermillion]
+    assert all(k.get_linewidth() > 2 and k.get_facecolor()[3] < 0.5 for k in keys)
+    assert ax.get_yticklabels()[0].get_text() == "fit(batch_size=32)\nbatches of 32 + 12 per epoch"
     epoch_lines = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert len(epoch_lines) == 1 and list(epoch_lines[0].get_xdata()) == [44, 44]
     with pytest.raises(ValueError, match="sizes is empty"):

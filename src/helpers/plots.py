@@ -104,12 +104,12 @@ def evaluations_per_dequeue(losses: list[list[float]], iterates: list[list[int]]
 
 def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
                         fixed_mib: float, fixed_label: str, seconds: list[float] | None = None) -> Any:
-    """Notebook 02's cost figure: peak memory of one ``effective``-example gradient computed in
-    ``k`` micro-batches, for each ``k`` in ``splits``; a tick reads "size (×k)", each point its ratio to
-    the first. A dashed line at ``fixed_mib`` marks the floor that does not shrink, labelled
-    ``fixed_label`` (say what it holds); a dotted line what the peak would be if all of it shrank with
-    the micro-batch (the first peak / k). With ``seconds`` (the time of one update in each split), a
-    second panel shows the time per example, each bar labelled with its ratio to the first.
+    """Notebook 02's cost figure: the peak memory of one ``effective``-example gradient computed in
+    ``k`` micro-batches, for each ``k`` in ``splits``, relative to the first split's (its MiB in the axis
+    label), each point labelled with its ratio; a tick reads "size (×k)". A dashed line marks the floor
+    that does not shrink (``fixed_mib``, relative too), labelled ``fixed_label`` (say what it holds).
+    With ``seconds`` (the time of one update in each split), a second panel shows the time per example
+    relative to the first split's. Ratios, because the absolute sizes and times are one machine's.
 
     >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="weights")
     >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
@@ -123,35 +123,36 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
                          f"{len(splits)} and {len(peak_mib)}")
     if any(k < 1 or effective % k for k in splits):
         raise ValueError(f"every split must divide effective={effective} into equal micro-batches, got {splits}")
+    if not all(mib > 0 for mib in peak_mib):
+        raise ValueError(f"peak_mib must hold positive sizes, got {peak_mib}")
     if seconds is not None and (len(seconds) != len(splits) or not all(s > 0 for s in seconds)):
         raise ValueError(f"seconds must hold one positive time per split ({len(splits)}), got {seconds}")
     fig, axes = new_figure(1 if seconds is None else 2, width=6.5 if seconds is None else 11, height=3.8)
     ax = axes if seconds is None else axes[0]
     ticks = [f"{effective // k} (×{k})" for k in splits]
-    ax.plot(splits, peak_mib, "o-", label="peak memory of one gradient")
-    ax.plot(splits, [peak_mib[0] * splits[0] / k for k in splits], ":", color="grey",
-            label="if all of it shrank with the micro-batch")
-    ax.axhline(fixed_mib, color="grey", ls="--", lw=1.5, label=fixed_label)
-    for k, mib in zip(splits[1:], peak_mib[1:]):
-        ax.annotate(f"{mib / peak_mib[0]:.2f}x", (k, mib), textcoords="offset points", xytext=(0, 8), ha="center")
+    relative = [mib / peak_mib[0] for mib in peak_mib]
+    ax.plot(splits, relative, "o-", label="peak memory of one gradient")
+    ax.axhline(fixed_mib / peak_mib[0], color="grey", ls="--", lw=1.5, label=fixed_label)
+    for k, ratio in zip(splits[1:], relative[1:]):
+        ax.annotate(f"{ratio:.2f}x", (k, ratio), textcoords="offset points", xytext=(0, 8), ha="center")
     ax.set_xscale("log", base=2)
     ax.set_xticks(splits, ticks)
     ax.minorticks_off()
     ax.set_xlabel(f"micro-batch size (× number of micro-batches), {effective} examples")
-    ax.set_ylabel("peak memory (MiB)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylabel(f"peak memory (1 = {peak_mib[0]:.3g} MiB)")
+    ax.set_ylim(0, 1.15)
     ax.set_title("memory: smaller micro-batches, down to a floor")
     ax.legend(loc="upper right", fontsize=9)
     if seconds is not None:
-        per_example = [s / effective * 1e6 for s in seconds]
-        bars = axes[1].bar(ticks, per_example, color=COLORS[0], alpha=0.7)
-        for bar, us in zip(bars, per_example):
-            axes[1].annotate(f"{us / per_example[0]:.2f}x", (bar.get_x() + bar.get_width() / 2, us),
+        relative_time = [s / seconds[0] for s in seconds]  # the same examples in every split: per example too
+        bars = axes[1].bar(ticks, relative_time, color=COLORS[0], alpha=0.7)
+        for bar, ratio in zip(bars, relative_time):
+            axes[1].annotate(f"{ratio:.2f}x", (bar.get_x() + bar.get_width() / 2, ratio),
                              textcoords="offset points", xytext=(0, 3), ha="center")
         axes[1].set_xlabel("micro-batch size (× number of micro-batches)")
-        axes[1].set_ylabel("time per example (µs)")
-        axes[1].set_ylim(0, max(per_example) * 1.15)  # room for the top label
-        axes[1].set_title("time: one update of all examples")
+        axes[1].set_ylabel(f"time per example (1 = {seconds[0] / effective * 1e6:.3g} µs)")
+        axes[1].set_ylim(0, max(relative_time) * 1.15)  # room for the top label
+        axes[1].set_title(f"time per example (one update of {effective})")
         axes[1].grid(axis="x", visible=False)
     fig.tight_layout()
     return fig
@@ -196,6 +197,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     from fractions import Fraction
 
     import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
     from matplotlib.patches import Patch
 
     from helpers.arguments import require_int
@@ -214,8 +216,9 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     else:
         keras_applied, waiting = keras_windows, []
     large = steps * sizes[0]
+    per_epoch = " + ".join(str(sum(w)) for w in _windows(sizes, steps, 1, per_epoch=True))
     rows = [
-        (f"fit(batch_size={large})\nthe large batches", [[sum(w)] for w in ours], "batch"),
+        (f"fit(batch_size={large})\nbatches of {per_epoch} per epoch", [[sum(w)] for w in ours], "batch"),
         (f"ours: each batch of {large} in\nmicro-batches of {sizes[0]} (and the helper)", ours, "size"),
         (f"Keras' built-in\ngradient_accumulation_steps={steps}", keras_applied, "equal"),
     ]
@@ -255,10 +258,12 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=9)
     ax.set_xlim(0, total * 1.12)
     ax.set_ylim(-len(rows) + 0.25, 1.15)
-    ax.set_xlabel("examples read (box width: a micro-batch's examples; number: its weight in its update)")
-    ax.set_title("Which micro-batches make each update (outlined; ▼ where it is applied)")
-    ax.legend(handles=[Patch(facecolor=_SAME_AS_FIT, alpha=0.5, edgecolor=_SAME_AS_FIT, label="update = one of fit's batches"),
-                       Patch(facecolor=_NOT_FIT, alpha=0.5, edgecolor=_NOT_FIT, label="an update fit never makes")],
+    ax.set_xlabel("examples read (a box is as wide as its micro-batch)")
+    ax.set_title("A box: one micro-batch's gradient (one tape) × the weight written in it.\n"
+                 "An outline: one update, the sum of its boxes, applied once at ▼")
+    ax.legend(handles=[Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
+                       for color, label in [(_SAME_AS_FIT, "update = one of fit's batches"),
+                                            (_NOT_FIT, "an update fit never makes")]],
               loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9)
     ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
