@@ -984,6 +984,22 @@ def test_notebook_loop_with_loss_scaling_equals_the_full_batch_and_skips_an_over
     assert float(optimizer.dynamic_scale.numpy()) == 2.0**14 and int(optimizer.iterations.numpy()) == 0
 
 
+def test_notebook_loop_called_once_per_epoch_keeps_the_optimizer_state(mixed_float16):
+    # the notebook says: validate between calls of train_large_batches(..., epochs=1), the optimizer keeps its
+    # state. A LossScaleOptimizer's build() is not idempotent (it makes a new scale at its initial value), so
+    # the loop builds only an optimizer that is not built yet.
+    train_large_batches = _notebook_train_large_batches()
+    x, y = _regression(32, 0.0)
+    y[:2] = 6e4  # the first call's batch overflows in float16: no update, the scale halves
+    model, optimizer = _mixed_model(), _lso()
+    train_large_batches(model, optimizer, MSE, [(x, y)], micro_size=16)
+    variables = len(optimizer.variables)
+    assert float(optimizer.dynamic_scale.numpy()) == 2.0**14
+    train_large_batches(model, optimizer, MSE, [(x[2:], y[2:])], micro_size=15)  # finite: one update
+    assert len(optimizer.variables) == variables
+    assert float(optimizer.dynamic_scale.numpy()) == 2.0**14 and int(optimizer.iterations.numpy()) == 1
+
+
 def test_notebook_loop_fails_inside_a_mirrored_strategy_scope(fresh_python):
     cell = _notebook_cell("train_large_batches")
     out = fresh_python(_TWO_REPLICAS + textwrap.dedent(f"""
