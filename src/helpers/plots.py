@@ -194,6 +194,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
     ['4 updates', '4 updates', '3 updates']
     """
+    import itertools
     from fractions import Fraction
 
     import matplotlib.pyplot as plt
@@ -210,11 +211,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     require_int("steps", steps, minimum=1)
     require_int("epochs", epochs, minimum=1)
     ours = _windows(sizes, steps, epochs, per_epoch=True)
-    keras_windows = _windows(sizes, steps, epochs, per_epoch=False)
-    if len(keras_windows[-1]) < steps:  # never applied: Keras keeps it in its accumulators
-        keras_applied, waiting = keras_windows[:-1], keras_windows[-1]
-    else:
-        keras_applied, waiting = keras_windows, []
+    keras_applied = _windows(sizes, steps, epochs, per_epoch=False)
+    waiting = keras_applied.pop() if len(keras_applied[-1]) < steps else []  # never applied: kept in Keras' sums
     large = steps * sizes[0]
     per_epoch = " + ".join(str(sum(w)) for w in _windows(sizes, steps, 1, per_epoch=True))
     rows = [
@@ -222,10 +220,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
         (f"ours: each batch of {large} in\nmicro-batches of {sizes[0]} (and the helper)", ours, "size"),
         (f"Keras' built-in\ngradient_accumulation_steps={steps}", keras_applied, "equal"),
     ]
-    fit_batches, start = set(), 0  # (first example, examples) of each of fit's updates
-    for window in ours:
-        fit_batches.add((start, sum(window)))
-        start += sum(window)
+    ends = list(itertools.accumulate(sum(w) for w in ours))
+    fit_batches = {(end - sum(w), sum(w)) for end, w in zip(ends, ours)}  # (first example, examples) of fit's
     total = epochs * sum(sizes)
     fig, ax = new_figure(width=10, height=4.2)
     ax.grid(False)
@@ -250,8 +246,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor="white", hatch="///",
                                        edgecolor="grey", linewidth=0.8))
             start += size
-        note = f"{len(windows)} updates" + (f"\n+{len(waiting)} micro-batch(es)\nwaiting" if waiting and rule == "equal" else "")
-        ax.text(total * 1.01, y, note, va="center", fontsize=9)
+        late = f"\n+{len(waiting)} micro-batch(es)\nwaiting" if waiting and rule == "equal" else ""
+        ax.text(total * 1.01, y, f"{len(windows)} updates{late}", va="center", fontsize=9)
     for epoch in range(1, epochs):
         ax.axvline(epoch * sum(sizes), color="black", ls="--", lw=1.2)
         ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=9, va="bottom")
