@@ -84,26 +84,97 @@ def test_accumulation_memory_labels_sizes_with_counts_and_draws_the_fixed_part()
 
     fig = plots.accumulation_memory([1, 2, 4], [3.0, 1.6, 0.9], effective=64, fixed_mib=0.5, fixed_label="weights")
     ax = fig.axes[0]
-    assert list(ax.lines[0].get_ydata()) == [3.0, 1.6, 0.9]
+    assert len(fig.axes) == 1
+    assert [round(v, 6) for v in ax.lines[0].get_ydata()] == [1.0, 0.533333, 0.3]  # relative to the first
+    assert ax.get_ylabel() == "peak memory (1 = 3 MiB)"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["64 (×1)", "32 (×2)", "16 (×4)"]
     floor = [line for line in ax.lines if line.get_linestyle() == "--"]
-    assert len(floor) == 1 and list(floor[0].get_ydata()) == [0.5, 0.5]
+    assert len(floor) == 1 and [round(v, 6) for v in floor[0].get_ydata()] == [0.166667, 0.166667]
+    assert len(ax.lines) == 2  # the peaks and the floor, nothing else
+    assert [t.get_text() for t in ax.texts] == ["0.53x", "0.30x"]
     assert "weights" in [t.get_text() for t in ax.get_legend().get_texts()]
+    with pytest.raises(ValueError, match="peak_mib must hold positive"):
+        plots.accumulation_memory([1, 2], [0.0, 1.0], effective=64, fixed_mib=0.5, fixed_label="w")
     with pytest.raises(ValueError, match="equal length"):
         plots.accumulation_memory([1], [1.0, 2.0], effective=64, fixed_mib=0.5, fixed_label="w")
     with pytest.raises(ValueError, match="divide effective=64"):
         plots.accumulation_memory([3], [1.0], effective=64, fixed_mib=0.5, fixed_label="w")
 
 
-def test_accumulation_curves_draws_one_line_per_run_with_the_mse_label():
+def test_accumulation_memory_draws_the_time_per_example_with_ratios():
     import pytest
 
-    fig = plots.accumulation_curves({"large": [1.0, 0.6], "ours": [1.0, 0.6], "keras": [1.2, 0.7]}, xlabel="epoch")
+    fig = plots.accumulation_memory([1, 4], [2.0, 1.0], effective=1000, fixed_mib=0.5, fixed_label="w",
+                                    seconds=[0.002, 0.003])
+    time_ax = fig.axes[1]
+    assert [round(bar.get_height(), 6) for bar in time_ax.patches] == [1.0, 1.5]  # relative to the first
+    assert time_ax.get_ylabel() == "time per example (1 = 2 µs)"
+    assert [t.get_text() for t in time_ax.texts] == ["1.00x", "1.50x"]
+    with pytest.raises(ValueError, match="seconds"):
+        plots.accumulation_memory([1, 4], [2.0, 1.0], effective=1000, fixed_mib=0.5, fixed_label="w", seconds=[1.0])
+    with pytest.raises(ValueError, match="seconds"):
+        plots.accumulation_memory([1, 4], [2.0, 1.0], effective=1000, fixed_mib=0.5, fixed_label="w",
+                                  seconds=[1.0, 0.0])
+
+
+def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
+    import matplotlib.colors
+    import pytest
+
+    fig = plots.accumulation_windows([8, 8, 8, 8, 8, 4], steps=4, epochs=2)
     ax = fig.axes[0]
-    assert len(ax.lines) == 3 and ax.get_ylabel() == "training loss (MSE)" and ax.get_xlabel() == "epoch"
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["large", "ours", "keras"]
-    with pytest.raises(ValueError, match="curves is empty"):
-        plots.accumulation_curves({}, xlabel="epoch")
+    texts = [t.get_text() for t in ax.texts]
+    assert [t for t in texts if "update" in t] == ["4 updates", "4 updates", "3 updates"]
+    # the large batches, then each micro-batch's weight: by size in each large batch, 1/4 in Keras'
+    assert texts.count("32") == 2 and texts.count("12") == 2
+    assert texts.count("8/32") == 8 and texts.count("8/12") == 2 and texts.count("4/12") == 2
+    assert texts.count("1/4") == 12
+    triangles = [line for line in ax.lines if line.get_marker() == "v"]
+    where = [(float(t.get_xdata()[0]), float(t.get_ydata()[0]), matplotlib.colors.to_hex(t.get_color()))
+             for t in triangles]
+    assert sorted(x for x, _, _ in where) == [32, 32, 32, 44, 44, 60, 76, 76, 88, 88, 88]
+    # one meaning for colour in every row: blue, an update equal to one of fit's; vermillion, one fit never makes
+    blue, vermillion = "#0072b2", "#d55e00"
+    keras_row = min(y for _, y, _ in where)
+    assert sorted((x, c) for x, y, c in where if y == keras_row) == [(32, blue), (60, vermillion), (88, vermillion)]
+    assert {c for _, y, c in where if y != keras_row} == {blue}
+    outlines = [p for p in ax.patches if p.get_facecolor()[3] == 0 and p.get_linewidth() > 2]
+    assert len(outlines) == 11  # one per update
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["update = one of fit's batches",
+                                                                   "an update fit never makes"]
+    # the legend's keys look like the updates they name: a light fill inside a thick outline of the colour
+    keys = ax.get_legend().get_patches()
+    assert [matplotlib.colors.to_hex(k.get_edgecolor()) for k in keys] == [blue, vermillion]
+    assert all(k.get_linewidth() > 2 and k.get_facecolor()[3] < 0.5 for k in keys)
+    assert ax.get_yticklabels()[0].get_text() == "fit(batch_size=32)\nbatches of 32 + 12 per epoch"
+    epoch_lines = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert len(epoch_lines) == 1 and list(epoch_lines[0].get_xdata()) == [44, 44]
+    with pytest.raises(ValueError, match="sizes is empty"):
+        plots.accumulation_windows([], steps=2, epochs=1)
+    with pytest.raises(ValueError, match=r"sizes\[1\]"):
+        plots.accumulation_windows([4, 0], steps=2, epochs=1)
+    with pytest.raises(ValueError, match="steps"):
+        plots.accumulation_windows([4], steps=0, epochs=1)
+    with pytest.raises(TypeError, match="epochs"):
+        plots.accumulation_windows([4], steps=1, epochs=1.5)
+
+
+def test_accumulation_windows_marks_equal_weights_of_unequal_micro_batches_as_not_fits():
+    import matplotlib.colors
+
+    fig = plots.accumulation_windows([5, 5, 2], steps=3, epochs=1)  # the trap: one update of 12 either way
+    triangles = [line for line in fig.axes[0].lines if line.get_marker() == "v"]
+    colours = [matplotlib.colors.to_hex(t.get_color()) for t in sorted(triangles, key=lambda t: -t.get_ydata()[0])]
+    assert colours == ["#0072b2", "#0072b2", "#d55e00"]  # fit, ours, Keras (1/3 each where fit gives 5/12 ...)
+
+
+def test_accumulation_windows_hatches_what_keras_leaves_waiting():
+    fig = plots.accumulation_windows([8, 8, 8, 8, 8], steps=2, epochs=1)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts if "update" in t.get_text()] == [
+        "3 updates", "3 updates", "2 updates\n+1 micro-batch(es)\nwaiting"]
+    assert sum(1 for p in ax.patches if p.get_hatch()) == 1
+    assert not [line for line in ax.lines if line.get_linestyle() == "--"]  # one epoch: no epoch line
 
 
 # --------------------------------------------------------------------------- 03 batch iteration

@@ -7,6 +7,8 @@ the tests and the benchmarks).
   stopped and joined and the session closed.
 * :func:`session_tensor` (notebook 01): the placeholder and tensor that read a tensor held in the
   runtime by a session handle, without the dummy handle the API otherwise makes you keep.
+* :class:`AccumulationGraph`: notebook 02's network as TF1 ops, its gradient tensors and train op,
+  for the two TF1 answers (feed averaged gradients; accumulator variables in the graph).
 * :class:`QueuePipeline` and :func:`ptb_batches`: the PTB producer (notebook 03): a range queue
   hands out the window index, strided slices cut the batch.
 * :class:`ValidationPasses`: a TF1 copy of a Keras MLP with two ways to run a validation pass
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import os
 from typing import Any, Callable, Iterator, Sequence
 
@@ -141,6 +144,63 @@ def session_tensor(sess: Any, dtype: Any, *, device: str = "/cpu:0") -> tuple[tf
         feed, tensor = v1.get_session_tensor(placement.handle, dtype)
     placement.delete()
     return feed, tensor
+# --------------------------------------------------------------------------- notebook 02: gradient accumulation
+
+
+class AccumulationGraph:
+    """Notebook 02's TF1 graph: a Keras ``n -> h (tanh) -> 1`` network as ``tf.compat.v1`` ops, ready
+    for either TF1 answer to "accumulate gradients, apply them once".
+
+    ``weights`` are that model's ``get_weights()`` (kernel, bias, kernel, bias), so the graph starts
+    where the Keras model starts. The graph holds placeholders ``x`` and ``y``; ``variables`` (the four
+    weights); ``loss`` (mean squared error); ``optimizer`` (``GradientDescentOptimizer(learning_rate)``);
+    ``gradients``, one tensor per variable from ``optimizer.compute_gradients(loss)``; and ``train_op``,
+    ``optimizer.apply_gradients`` on those tensors. A ``feed_dict`` can replace any tensor, not only a
+    placeholder: feed values for ``gradients`` and ``train_op`` applies them (the first TF1 answer).
+    Build more ops (accumulator variables, the second answer) inside ``with graph.graph.as_default():``.
+    :meth:`session` opens a session on the graph, every variable initialised to ``weights``.
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="tanh"), keras.layers.Dense(1)])
+    >>> graph = AccumulationGraph(model.get_weights(), learning_rate=0.1)
+    >>> with graph.session() as sess:
+    ...     grads = sess.run(graph.gradients, feed_dict={graph.x: np.ones((4, 3)), graph.y: np.zeros((4, 1))})
+    >>> [g.shape for g in grads]
+    [(3, 2), (2,), (2, 1), (1,)]
+    """
+
+    def __init__(self, weights: Sequence[Any], learning_rate: float):
+        arrays = [np.asarray(w, dtype=np.float32) for w in weights]
+        shapes = [a.shape for a in arrays]
+        if len(arrays) != 4 or [len(s) for s in shapes] != [2, 1, 2, 1]:
+            raise ValueError(f"weights must be kernel, bias, kernel, bias of two Dense layers, got shapes {shapes}")
+        (n, h), (h_bias,), (h_in, out), (out_bias,) = shapes
+        if not h == h_bias == h_in or not out == out_bias == 1:
+            raise ValueError(f"weights must chain as (n, h), (h,), (h, 1), (1,), got shapes {shapes}")
+        if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
+            raise TypeError(f"learning_rate must be a number, got {type(learning_rate).__name__}")
+        if not learning_rate > 0:
+            raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            self.x = v1.placeholder(tf.float32, [None, n], name="x")
+            self.y = v1.placeholder(tf.float32, [None, 1], name="y")
+            self.variables = [v1.Variable(a, name=name) for a, name in
+                              zip(arrays, ["kernel1", "bias1", "kernel2", "bias2"])]
+            hidden = tf.tanh(tf.matmul(self.x, self.variables[0]) + self.variables[1])
+            prediction = tf.matmul(hidden, self.variables[2]) + self.variables[3]
+            self.loss = tf.reduce_mean(tf.square(self.y - prediction))
+            self.optimizer = v1.train.GradientDescentOptimizer(float(learning_rate))
+            grads_and_vars = self.optimizer.compute_gradients(self.loss, self.variables)
+            self.gradients = [g for g, _ in grads_and_vars]
+            self.train_op = self.optimizer.apply_gradients(grads_and_vars)
+
+    def session(self, **kwargs: Any) -> Any:
+        """:func:`session` on this graph (a context manager): every variable at its start value."""
+        return session(self.graph, **kwargs)
+
+
+__all__ += ["AccumulationGraph"]
 
 
 # --------------------------------------------------------------------------- notebook 03: the PTB producer
