@@ -80,6 +80,10 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert {str(p) for p in range(68)} <= labels  # every token of the 4 x 17 grid, by position
     assert any("68, 69" in text for text in labels)  # the two the reshape drops
     assert "batch 3 = window 0 again: reset the state" in labels  # where the rows jump back
+    ax = fig.axes[0]
+    assert ax.get_title() == "70 tokens cut into 4 rows of 17, read 5 at a time"  # no key packed into the title
+    key = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(key) == 4 and any("only ever a target" in k for k in key) and any("never read" in k for k in key)
     faces = {patch.get_facecolor()[:3] for patch in fig.axes[0].patches}
     assert len(faces & {matplotlib.colors.to_rgb(c) for c in ("#d62728", "#2ca02c")}) < 2  # not red next to green
     with pytest.raises(ValueError, match="at most"):

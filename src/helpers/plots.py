@@ -166,21 +166,25 @@ def ptb_grid(layout: Any) -> Any:
     """The PTB layout as a grid: the stream cut into rows, each ``x`` window coloured by its batch.
 
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
-    with at most 6 batches per epoch. A cell holds the token's position in the stream; ``y`` of batch
-    0 is dashed; the column that is only ever a target is grey; tokens never read are crossed out;
-    arrows show what a stateful RNN carries from one batch to the next in each row, and where the
-    next epoch jumps back to window 0 (where the state must be reset). Colours are colour-blind safe.
+    with at most 6 batches per epoch. A cell holds the token's position in the stream. Each window
+    is labelled with its batch above the grid; ``y`` of batch 0 is outlined (dashed); the column that
+    is only ever a target is grey; tokens never read are crossed out; small arrows show the state a
+    stateful RNN carries from one batch to the next in each row; a long arrow below shows where the
+    next epoch jumps back to window 0 (where the state must be reset). The key to these marks is a
+    legend under the grid, not the title. Colours are colour-blind safe.
 
     >>> from helpers.batching import ptb_layout
     >>> type(ptb_grid(ptb_layout(70, 4, 5))).__name__
     'Figure'
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     b, n, length, epochs = layout.batch_size, layout.num_steps, layout.batch_len, layout.epoch_size
     if epochs > len(_BATCH_COLORS):
         raise ValueError(f"layout has {epochs} batches per epoch; the grid shows at most {len(_BATCH_COLORS)}")
-    fig, ax = new_figure(width=max(6.0, 0.55 * length + 1.5), height=0.8 * b + 2.2)
+    fig, ax = new_figure(width=max(6.0, 0.55 * length + 1.5), height=0.8 * b + 2.6)
     ax.grid(False)
     last_target = epochs * n  # the column that is only ever a target
     for s in range(b):
@@ -195,11 +199,10 @@ def ptb_grid(layout: Any) -> Any:
             ax.annotate("", xy=(k * n + 0.45, s + 0.82), xytext=(k * n - 0.45, s + 0.82),
                         arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 1.5, "mutation_scale": 14})
     ax.add_patch(plt.Rectangle((1, 0), n, b, fill=False, edgecolor="black", linewidth=2.5, linestyle="--"))
-    ax.text(1 + n / 2, b + 0.35, "y of batch 0 (dashed)", ha="center", va="center", fontsize=9)
     # the next epoch: after the last window, every row jumps back to window 0
-    ax.annotate("", xy=(0.1, b + 0.8), xytext=(last_target - 0.1, b + 0.8),
+    ax.annotate("", xy=(0.1, b + 0.45), xytext=(last_target - 0.1, b + 0.45),
                 arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 16})
-    ax.text(last_target / 2, b + 1.3, f"batch {epochs} = window 0 again: reset the state", ha="center",
+    ax.text(last_target / 2, b + 0.95, f"batch {epochs} = window 0 again: reset the state", ha="center",
             va="center", fontsize=10, fontweight="bold")
     for k in range(epochs):
         ax.text(k * n + n / 2, -0.35, f"x of batch {k} (and {k + epochs}, {k + 2 * epochs}, …)",
@@ -209,13 +212,18 @@ def ptb_grid(layout: Any) -> Any:
         shown = ", ".join(map(str, dropped[:3])) + (", …" if len(dropped) > 3 else "")
         ax.text(length + 0.3, b / 2, f"dropped by the\nreshape: {shown}", va="center", fontsize=9)
     ax.set_xlim(0, length + 3)
-    ax.set_ylim(b + 1.7, -0.8)
-    ax.set_xticks(np.arange(length) + 0.5, [str(t) for t in range(length)])
+    ax.set_ylim(b + 1.3, -0.8)
+    ax.set_xticks([])
     ax.set_yticks(np.arange(b) + 0.5, [f"row {s}" for s in range(b)])
-    ax.set_xlabel("column of the reshaped data (time within a row)")
-    ax.set_title(f"{layout.n_tokens} tokens as {b} rows x {length}, read {n} at a time\n"
-                 "grey: only ever a target; crossed out: never read; arrows: the state carried to the next batch",
-                 fontsize=11)
+    ax.set_title(f"{layout.n_tokens} tokens cut into {b} rows of {length}, read {n} at a time", fontsize=12)
+    key = [Patch(facecolor="white", edgecolor="black", linewidth=2.5, linestyle="--",
+                 label="y of batch 0: x shifted by one token"),
+           Line2D([], [], color="black", marker=">", markersize=7, linewidth=1.5,
+                  label="the state a stateful RNN carries to the next batch"),
+           Patch(facecolor="#d9d9d9", edgecolor="black", label="only ever a target (y), never an input"),
+           Patch(facecolor="white", edgecolor="#999999", hatch="/", label="never read in an epoch")]
+    ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.45, -0.02), ncol=2, fontsize=9,
+              handlelength=2.2, columnspacing=1.5)
     ax.spines[:].set_visible(False)
     fig.tight_layout()
     return fig
