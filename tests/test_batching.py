@@ -651,3 +651,95 @@ def test_reset_checker_hints_in_one_line(wrong, hint):
     with pytest.raises(CheckFailed, match=hint) as info:
         exercises.check_reset_callback(wrong)
     assert "\n" not in str(info.value) and "% epoch_size" not in str(info.value)
+
+
+# --------------------------------------------------------------------------- the notebook's own code; proofs moved here
+# The notebook's Now section defines `ptb_dataset` inline (the code a learner copies). These tests run
+# that very cell, and hold the checks the notebook used to print before the answer-first rewrite.
+
+
+def notebook_function(name):
+    """The function ``name`` exactly as a code cell of the notebook defines it (run with np and tf only):
+    the lines from ``def name(`` to the first line that is not indented."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells
+             if c.cell_type == "code" and f"def {name}(" in c.source]
+    assert len(cells) == 1, f"{path.name}: expected one cell defining {name}(), found {len(cells)}"
+    lines = cells[0][cells[0].index(f"def {name}("):].splitlines()
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() and not line[0].isspace()), len(lines))
+    scope = {"np": np, "tf": tf}
+    exec(compile("\n".join(lines[:end]), f"{NOTEBOOK}:{name}", "exec"), scope)  # noqa: S102 - our own notebook
+    return scope[name]
+
+
+@pytest.mark.parametrize("n_tokens, batch_size, num_steps", [
+    (70, 4, 5), (1906, 8, 10), (97, 3, 7), (1000, 13, 11), (31, 1, 29), (64, 8, 1), (12, 2, 5)])
+def test_the_notebooks_ptb_dataset_equals_the_helper_across_wrap_arounds(n_tokens, batch_size, num_steps):
+    ptb_dataset = notebook_function("ptb_dataset")
+    ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens)
+    epoch = batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size
+    count = 2 * epoch + 3
+    ours = [(x.numpy(), y.numpy()) for x, y in ptb_dataset(ids, batch_size, num_steps, repeat=True).take(count)]
+    helper = [(x.numpy(), y.numpy())
+              for x, y in batching.ptb_batches(ids, batch_size, num_steps, repeat=True).take(count)]
+    assert len(ours) == len(helper) == count
+    for (ax, ay), (bx, by) in zip(ours, helper):
+        np.testing.assert_array_equal(ax, bx)
+        np.testing.assert_array_equal(ay, by)
+    assert len(list(ptb_dataset(ids, batch_size, num_steps))) == epoch  # one pass without repeat
+
+
+def test_the_notebooks_ptb_dataset_refuses_data_too_short_for_one_batch():
+    ptb_dataset = notebook_function("ptb_dataset")
+    with pytest.raises(ValueError, match="ids: 11 tokens are too few"):
+        ptb_dataset(np.arange(11), 2, 5)
+
+
+@pytest.mark.parametrize("n_tokens, batch_size, num_steps", [(1906, 8, 10), (70, 4, 5), (97, 5, 2), (250, 3, 41)])
+def test_tokens_never_read_counted_on_positions_equal_the_layout_arithmetic(n_tokens, batch_size, num_steps):
+    # (the notebook printed this for the fables: 58 of 1,906 tokens never read)
+    seen = set()
+    for x, y in batching.ptb_batches(np.arange(n_tokens), batch_size, num_steps):
+        seen.update(x.numpy().ravel().tolist())
+        seen.update(y.numpy().ravel().tolist())
+    assert n_tokens - len(seen) == batching.ptb_layout(n_tokens, batch_size, num_steps).never_read
+
+
+def _text_loss(model, batches, reset_every_batch=False):
+    """The notebook's loss_on_text: predict + loss (Keras 3.13's test_on_batch returns a running mean)."""
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    batching.reset_stateful(model)
+    losses = []
+    for x, y in batches:
+        if reset_every_batch:
+            batching.reset_stateful(model)
+        losses.append(float(loss_fn(y, model.predict_on_batch(x))))
+    return float(np.mean(losses))
+
+
+def test_memory_is_worth_more_to_a_stateful_lm_trained_on_batches_in_order():
+    # The notebook's model and training (fables, 8 x 10, Embedding 32, LSTM 64, Adam 0.01, 20 epochs, a reset
+    # at each pass), once on the batches in order and once shuffled anew every epoch. Resetting the state before
+    # every batch costs the model trained in order much more (0.91 vs 0.03 on TF 2.21 / Keras 3.15).
+    ids, vocab = batching.corpus_ids()
+    one_pass = batching.ptb_batches(ids, 8, 10)
+
+    class ResetAtEachPass(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            batching.reset_stateful(self.model)
+
+    worth = {}
+    for name, batches in [("in order", one_pass), ("shuffled", one_pass.shuffle(100, seed=1))]:
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential([keras.Input(batch_shape=(8, 10), dtype="int32"),
+                                  keras.layers.Embedding(len(vocab), 32),
+                                  keras.layers.LSTM(64, return_sequences=True, stateful=True),
+                                  keras.layers.Dense(len(vocab))])
+        model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.fit(batches, epochs=20, shuffle=False, verbose=0, callbacks=[ResetAtEachPass()])
+        worth[name] = _text_loss(model, one_pass, reset_every_batch=True) - _text_loss(model, one_pass)
+    assert worth["in order"] > 0 and worth["in order"] > worth["shuffled"] + 0.3, worth
