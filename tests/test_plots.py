@@ -77,13 +77,17 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     layout = ptb_layout(70, batch_size=4, num_steps=5)
     fig = plots.ptb_grid(layout)
     labels = {t.get_text() for t in fig.axes[0].texts}
-    assert {str(p) for p in range(68)} <= labels  # every token of the 4 x 17 grid, by position
-    assert any("68, 69" in text for text in labels)  # the two the reshape drops
+    assert {str(p) for p in range(70)} <= labels  # every token of the 4 x 17 grid and the two the reshape drops
+    assert "dropped by\nthe reshape" in labels
     assert "batch 3 = window 0 again: reset the state" in labels  # where the rows jump back
+    assert any(text.startswith("y of batch 0: its x one token later") for text in labels)  # a bracket, not a box
     ax = fig.axes[0]
     assert ax.get_title() == "70 tokens cut into 4 rows of 17, read 5 at a time"  # no key packed into the title
+    assert not any(p.get_linestyle() == "--" for p in ax.patches)  # no dashed box over the coloured windows
     key = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(key) == 4 and any("only ever a target" in k for k in key) and any("never read" in k for k in key)
+    assert len(key) == 3 and any("only ever a target" in k for k in key) and any("never read" in k for k in key)
+    dropped = [t for t in ax.texts if t.get_text() in ("68", "69")]
+    assert all(t.get_position()[0] > 17 and 3 < t.get_position()[1] < 4 for t in dropped)  # after row 3's end
     faces = {patch.get_facecolor()[:3] for patch in fig.axes[0].patches}
     assert len(faces & {matplotlib.colors.to_rgb(c) for c in ("#d62728", "#2ca02c")}) < 2  # not red next to green
     with pytest.raises(ValueError, match="at most"):

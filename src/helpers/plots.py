@@ -167,11 +167,12 @@ def ptb_grid(layout: Any) -> Any:
 
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
     with at most 6 batches per epoch. A cell holds the token's position in the stream. Each window
-    is labelled with its batch above the grid; ``y`` of batch 0 is outlined (dashed); the column that
-    is only ever a target is grey; tokens never read are crossed out; small arrows show the state a
-    stateful RNN carries from one batch to the next in each row; a long arrow below shows where the
-    next epoch jumps back to window 0 (where the state must be reset). The key to these marks is a
-    legend under the grid, not the title. Colours are colour-blind safe.
+    is labelled with its batch above the grid; one long arrow through each row shows the state a
+    stateful RNN carries along it, batch after batch; a bracket under the grid marks ``y`` of batch 0
+    (its ``x`` one token later); the column that is only ever a target is grey; tokens never read are
+    crossed out, and the tokens the reshape drops sit, crossed out, where the stream goes on, after
+    the last row; a long arrow at the bottom shows where the next epoch jumps back to window 0 (where
+    the state must be reset). The key is a legend under the grid. Colours are colour-blind safe.
 
     >>> from helpers.batching import ptb_layout
     >>> type(ptb_grid(ptb_layout(70, 4, 5))).__name__
@@ -184,45 +185,55 @@ def ptb_grid(layout: Any) -> Any:
     b, n, length, epochs = layout.batch_size, layout.num_steps, layout.batch_len, layout.epoch_size
     if epochs > len(_BATCH_COLORS):
         raise ValueError(f"layout has {epochs} batches per epoch; the grid shows at most {len(_BATCH_COLORS)}")
-    fig, ax = new_figure(width=max(6.0, 0.55 * length + 1.5), height=0.8 * b + 2.6)
+    dropped = list(range(b * length, layout.n_tokens))
+    shown = dropped[:3]
+    right = length + (0.4 + len(shown) + (1.0 if len(dropped) > 3 else 0.0) if dropped else 0.2)
+    fig, ax = new_figure(width=max(6.0, 0.55 * right + 1.5), height=0.8 * b + 3.2)
     ax.grid(False)
     last_target = epochs * n  # the column that is only ever a target
+
+    def cell(x: float, s: int, face: str, ink: str, label: str, crossed: bool) -> None:
+        ax.add_patch(plt.Rectangle((x, s), 1, 1, facecolor=face, edgecolor="black", linewidth=0.8))
+        if crossed:
+            ax.plot([x + 0.1, x + 0.9], [s + 0.9, s + 0.1], color="#999999", linewidth=1)
+        ax.text(x + 0.5, s + 0.45, label, ha="center", va="center", fontsize=9, color=ink)
+
     for s in range(b):
         for t in range(length):
             k = t // n if t < last_target else -1
             face, ink = _BATCH_COLORS[k] if k >= 0 else ("#d9d9d9" if t == last_target else "white", "black")
-            ax.add_patch(plt.Rectangle((t, s), 1, 1, facecolor=face, edgecolor="black", linewidth=0.8))
-            if t > last_target:
-                ax.plot([t + 0.1, t + 0.9], [s + 0.9, s + 0.1], color="#999999", linewidth=1)
-            ax.text(t + 0.5, s + 0.5, str(s * length + t), ha="center", va="center", fontsize=9, color=ink)
-        for k in range(1, epochs):  # the state a stateful RNN carries from batch k-1 to batch k
-            ax.annotate("", xy=(k * n + 0.45, s + 0.82), xytext=(k * n - 0.45, s + 0.82),
-                        arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 1.5, "mutation_scale": 14})
-    ax.add_patch(plt.Rectangle((1, 0), n, b, fill=False, edgecolor="black", linewidth=2.5, linestyle="--"))
+            cell(t, s, face, ink, str(s * length + t), t > last_target)
+        # the state a stateful RNN carries along the row, from each batch to the next
+        ax.annotate("", xy=(last_target - 0.05, s + 0.84), xytext=(0.1, s + 0.84),
+                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 1.4, "mutation_scale": 13})
+    for j, token in enumerate(shown):  # where the stream goes on: after the last row, cut off
+        cell(length + 0.4 + j, b - 1, "white", "black", str(token), True)
+    if len(dropped) > 3:
+        ax.text(length + 0.4 + len(shown) + 0.5, b - 0.5, "…", ha="center", va="center", fontsize=11)
+    if dropped:
+        ax.text(length + 0.4 + len(shown) / 2, b + 0.3, "dropped by\nthe reshape", ha="center", va="top", fontsize=9)
+    # y of batch 0: x shifted by one token (a bracket under the grid, not a box over the colours)
+    ax.plot([1.05, 1.05, n + 0.95, n + 0.95], [b + 0.08, b + 0.3, b + 0.3, b + 0.08], color="black", linewidth=1.8)
+    ax.text(1.05, b + 0.55, "y of batch 0: its x one token later (so batch 0's last target is batch 1's first input)",
+            ha="left", va="center", fontsize=9)
     # the next epoch: after the last window, every row jumps back to window 0
-    ax.annotate("", xy=(0.1, b + 0.45), xytext=(last_target - 0.1, b + 0.45),
+    ax.annotate("", xy=(0.1, b + 1.25), xytext=(last_target - 0.1, b + 1.25),
                 arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 16})
-    ax.text(last_target / 2, b + 0.95, f"batch {epochs} = window 0 again: reset the state", ha="center",
+    ax.text(last_target / 2, b + 1.7, f"batch {epochs} = window 0 again: reset the state", ha="center",
             va="center", fontsize=10, fontweight="bold")
     for k in range(epochs):
         ax.text(k * n + n / 2, -0.35, f"x of batch {k} (and {k + epochs}, {k + 2 * epochs}, …)",
                 ha="center", va="center", fontsize=9)
-    dropped = list(range(b * length, layout.n_tokens))
-    if dropped:
-        shown = ", ".join(map(str, dropped[:3])) + (", …" if len(dropped) > 3 else "")
-        ax.text(length + 0.3, b / 2, f"dropped by the\nreshape: {shown}", va="center", fontsize=9)
-    ax.set_xlim(0, length + 3)
-    ax.set_ylim(b + 1.3, -0.8)
+    ax.set_xlim(0, right + 0.3)
+    ax.set_ylim(b + 2.0, -0.8)
     ax.set_xticks([])
     ax.set_yticks(np.arange(b) + 0.5, [f"row {s}" for s in range(b)])
     ax.set_title(f"{layout.n_tokens} tokens cut into {b} rows of {length}, read {n} at a time", fontsize=12)
-    key = [Patch(facecolor="white", edgecolor="black", linewidth=2.5, linestyle="--",
-                 label="y of batch 0: x shifted by one token"),
-           Line2D([], [], color="black", marker=">", markersize=7, linewidth=1.5,
-                  label="the state a stateful RNN carries to the next batch"),
+    key = [Line2D([], [], color="black", marker=">", markersize=7, linewidth=1.4,
+                  label="the state a stateful RNN carries along a row, batch after batch"),
            Patch(facecolor="#d9d9d9", edgecolor="black", label="only ever a target (y), never an input"),
-           Patch(facecolor="white", edgecolor="#999999", hatch="/", label="never read in an epoch")]
-    ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.45, -0.02), ncol=2, fontsize=9,
+           Patch(facecolor="white", edgecolor="#777777", hatch="///", label="crossed out: never read, in any pass")]
+    ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.45, -0.0), ncol=2, fontsize=9,
               handlelength=2.2, columnspacing=1.5)
     ax.spines[:].set_visible(False)
     fig.tight_layout()
