@@ -659,19 +659,21 @@ def test_reset_checker_hints_in_one_line(wrong, hint):
 
 
 def notebook_function(name):
-    """The function ``name`` exactly as a code cell of the notebook defines it (run with np and tf only):
-    the lines from ``def name(`` to the first line that is not indented."""
+    """The function or class ``name`` exactly as a code cell of the notebook defines it (run with np, tf
+    and keras only): the lines from ``def name(`` (or ``class name(``) to the first line that is not indented."""
     import nbformat
 
     from tests.notebook_answers import ROOT
 
     path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
+    heads = (f"def {name}(", f"class {name}(")
     cells = [c.source for c in nbformat.read(path, as_version=4).cells
-             if c.cell_type == "code" and f"def {name}(" in c.source]
-    assert len(cells) == 1, f"{path.name}: expected one cell defining {name}(), found {len(cells)}"
-    lines = cells[0][cells[0].index(f"def {name}("):].splitlines()
+             if c.cell_type == "code" and any(head in c.source for head in heads)]
+    assert len(cells) == 1, f"{path.name}: expected one cell defining {name}, found {len(cells)}"
+    head = next(head for head in heads if head in cells[0])
+    lines = cells[0][cells[0].index(head):].splitlines()
     end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() and not line[0].isspace()), len(lines))
-    scope = {"np": np, "tf": tf}
+    scope = {"np": np, "tf": tf, "keras": keras}
     exec(compile("\n".join(lines[:end]), f"{NOTEBOOK}:{name}", "exec"), scope)  # noqa: S102 - our own notebook
     return scope[name]
 
@@ -691,6 +693,102 @@ def test_the_notebooks_ptb_dataset_equals_the_helper_across_wrap_arounds(n_token
         np.testing.assert_array_equal(ax, bx)
         np.testing.assert_array_equal(ay, by)
     assert len(list(ptb_dataset(ids, batch_size, num_steps))) == epoch  # one pass without repeat
+
+
+@pytest.mark.parametrize("n_tokens, batch_size, num_steps", [(70, 4, 5), (1906, 8, 10), (97, 3, 7), (31, 1, 29)])
+def test_the_notebooks_map_dataset_gives_ptb_datasets_batches_across_wrap_arounds(n_tokens, batch_size, num_steps):
+    # The Cost cell's memory-lean variant (a slice per batch); the notebook prints this check in a cell whose
+    # output nbval ignores (timings), so it is held here.
+    map_dataset = notebook_function("map_dataset")
+    ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens).astype(np.int32)
+    count = 2 * batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size + 3
+    ours = list(map_dataset(ids, batch_size, num_steps, repeat=True).take(count))
+    expected = numpy_batches(ids, batch_size, num_steps, count)
+    assert len(ours) == count
+    for (x, y), (ex, ey) in zip(ours, expected):
+        np.testing.assert_array_equal(x.numpy(), ex)
+        np.testing.assert_array_equal(y.numpy(), ey)
+    assert len(list(map_dataset(ids, batch_size, num_steps))) == count // 2 - 1  # one pass without repeat
+
+
+def _named_lstm_model(batch_size=2, num_steps=3):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input(batch_shape=(batch_size, num_steps), dtype="int32"),
+                              keras.layers.Embedding(20, 4),
+                              keras.layers.LSTM(6, return_sequences=True, stateful=True, name="lstm"),
+                              keras.layers.Dense(20)])
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_callback_resets_it():
+    # The notebook's ResetAtEachPass resets in on_test_begin: Keras' validation inside fit reads and writes the
+    # same state as training, so without that reset it starts from the state the last training batch left.
+    ResetAtEachPass = notebook_function("ResetAtEachPass")
+    ids = np.random.default_rng(0).integers(0, 20, size=80)
+    train, valid = batching.ptb_batches(ids[:60], 2, 3), batching.ptb_batches(ids[60:], 2, 3)
+
+    class ResetAtEpochOnly(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.model.get_layer("lstm").reset_state()
+
+    val_loss = {}
+    for name, callback in [("reset before validation", ResetAtEachPass()), ("no reset", ResetAtEpochOnly())]:
+        model = _named_lstm_model()
+        history = model.fit(train, validation_data=valid, epochs=2, shuffle=False, verbose=0, callbacks=[callback])
+        model.get_layer("lstm").reset_state()
+        val_loss[name] = (history.history["val_loss"][-1], model.evaluate(valid, verbose=0))
+    fitted, after_reset = val_loss["reset before validation"]
+    assert abs(fitted - after_reset) < 1e-5, val_loss
+    fitted, after_reset = val_loss["no reset"]
+    assert abs(fitted - after_reset) > 1e-4, val_loss
+
+
+class _ResetWhereRowsJump(keras.callbacks.Callback):
+    def __init__(self, windows_per_row):
+        super().__init__()
+        self.windows_per_row, self.seen = windows_per_row, 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.seen % self.windows_per_row == 0:
+            self.model.get_layer("lstm").reset_state()
+        self.seen += 1
+
+
+class _KeepTheTrainingState(keras.callbacks.Callback):
+    """The notebook's advice for validation in the middle of a pass (docs/batching.md): copy, reset, put back."""
+
+    def on_test_begin(self, logs=None):
+        lstm = self.model.get_layer("lstm")
+        self.kept = [state.numpy() for state in lstm.states]
+        lstm.reset_state()
+
+    def on_test_end(self, logs=None):
+        for state, kept in zip(self.model.get_layer("lstm").states, self.kept):
+            state.assign(kept)
+
+
+def test_validation_in_the_middle_of_a_pass_keeps_the_training_state_only_when_told():
+    # Keras epochs of 2 batches over passes of 5 windows, validated after every Keras epoch: with the state kept,
+    # training ends with the weights of the same training without validation; without, the validation's state
+    # leaks into the next training batch and the weights differ.
+    ids = np.random.default_rng(1).integers(0, 20, size=100)
+    train = batching.ptb_batches(ids[:64], 2, 3, repeat=True)   # 32 tokens per row: 10 windows per row
+    valid = batching.ptb_batches(ids[64:], 2, 3)
+    windows = batching.ptb_layout(64, 2, 3).epoch_size
+
+    def trained(*callbacks, validate):
+        model = _named_lstm_model()
+        model.fit(train, steps_per_epoch=4, epochs=5, shuffle=False, verbose=0,
+                  validation_data=valid if validate else None, callbacks=[_ResetWhereRowsJump(windows), *callbacks])
+        return model.get_weights()
+
+    alone = trained(validate=False)
+    kept = trained(_KeepTheTrainingState(), validate=True)
+    leaked = trained(validate=True)
+    assert windows == 10
+    assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(alone, kept))
+    assert not all(np.allclose(a, b, atol=1e-6) for a, b in zip(alone, leaked))
 
 
 def test_the_notebooks_ptb_dataset_refuses_data_too_short_for_one_batch():
