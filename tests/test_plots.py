@@ -76,19 +76,25 @@ def test_ptb_grid_draws_every_token_of_a_layout():
 
     layout = ptb_layout(70, batch_size=4, num_steps=5)
     fig = plots.ptb_grid(layout)
-    labels = {t.get_text() for t in fig.axes[0].texts}
+    ax = fig.axes[0]
+    labels = {t.get_text() for t in ax.texts}
     assert {str(p) for p in range(70)} <= labels  # every token of the 4 x 17 grid and the two the reshape drops
     assert "dropped by\nthe reshape" in labels
-    assert "batch 3 = window 0 again: reset the state" in labels  # where the rows jump back
-    assert any(text.startswith("y of batch 0: its x one token later") for text in labels)  # a bracket, not a box
-    ax = fig.axes[0]
+    assert {"y\nonly", "never\nread"} <= labels  # the last two columns say what they are
+    jump = next(t for t in ax.texts if t.get_text().startswith("after batch 2, every row jumps back"))
+    assert "reset the state" in jump.get_text() and jump.get_position()[1] > 4  # under the grid
+    bracket = next(t for t in ax.texts if t.get_text().startswith("y of batch 0 in row 0: tokens 1–5"))
+    assert bracket.get_position()[1] < 0  # over row 0, which the label names (not under the last row)
     assert ax.get_title() == "70 tokens cut into 4 rows of 17, read 5 at a time"  # no key packed into the title
     assert not any(p.get_linestyle() == "--" for p in ax.patches)  # no dashed box over the coloured windows
     key = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(key) == 3 and any("only ever a target" in k for k in key) and any("never read" in k for k in key)
+    assert len(key) == 3 and any("only ever a target" in k for k in key)
+    assert any(k.startswith("never read: too few tokens left") for k in key)  # says why, not only that
+    assert not any(getattr(h, "get_hatch", lambda: None)() for h in ax.get_legend().legend_handles)  # no hatch:
+    # the crossed-out cells have a single slash, and so does their key
     dropped = [t for t in ax.texts if t.get_text() in ("68", "69")]
     assert all(t.get_position()[0] > 17 and 3 < t.get_position()[1] < 4 for t in dropped)  # after row 3's end
-    faces = {patch.get_facecolor()[:3] for patch in fig.axes[0].patches}
+    faces = {patch.get_facecolor()[:3] for patch in ax.patches}
     assert len(faces & {matplotlib.colors.to_rgb(c) for c in ("#d62728", "#2ca02c")}) < 2  # not red next to green
     with pytest.raises(ValueError, match="at most"):
         plots.ptb_grid(ptb_layout(200, batch_size=2, num_steps=5))

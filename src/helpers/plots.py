@@ -168,17 +168,19 @@ def ptb_grid(layout: Any) -> Any:
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
     with at most 6 batches per epoch. A cell holds the token's position in the stream. Each window
     is labelled with its batch above the grid; one long arrow through each row shows the state a
-    stateful RNN carries along it, batch after batch; a bracket under the grid marks ``y`` of batch 0
-    (its ``x`` one token later); the column that is only ever a target is grey; tokens never read are
-    crossed out, and the tokens the reshape drops sit, crossed out, where the stream goes on, after
-    the last row; a long arrow at the bottom shows where the next epoch jumps back to window 0 (where
-    the state must be reset). The key is a legend under the grid. Colours are colour-blind safe.
+    stateful RNN carries along it, batch after batch; a bracket over row 0 marks its ``y`` in batch 0
+    (its ``x`` one token later); the column that is only ever a target is grey and labelled; tokens
+    never read are crossed out and labelled, and the tokens the reshape drops sit, crossed out, where
+    the stream goes on, after the last row; an arrow from the end of the last row back to its start
+    shows where every row jumps back to window 0 (where the state must be reset). The legend under the
+    grid says why each mark is there. Colours are colour-blind safe.
 
     >>> from helpers.batching import ptb_layout
     >>> type(ptb_grid(ptb_layout(70, 4, 5))).__name__
     'Figure'
     """
     import matplotlib.pyplot as plt
+    from matplotlib.legend_handler import HandlerTuple
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -188,7 +190,7 @@ def ptb_grid(layout: Any) -> Any:
     dropped = list(range(b * length, layout.n_tokens))
     shown = dropped[:3]
     right = length + (0.4 + len(shown) + (1.0 if len(dropped) > 3 else 0.0) if dropped else 0.2)
-    fig, ax = new_figure(width=max(6.0, 0.55 * right + 1.5), height=0.8 * b + 3.2)
+    fig, ax = new_figure(width=max(6.0, 0.55 * right + 1.5), height=0.8 * b + 3.6)
     ax.grid(False)
     last_target = epochs * n  # the column that is only ever a target
 
@@ -212,33 +214,43 @@ def ptb_grid(layout: Any) -> Any:
         ax.text(length + 0.4 + len(shown) + 0.5, b - 0.5, "…", ha="center", va="center", fontsize=11)
     if dropped:
         ax.text(length + 0.4 + len(shown) / 2, b + 0.3, "dropped by\nthe reshape", ha="center", va="top", fontsize=9)
-    # y of batch 0: x shifted by one token (a bracket under the grid, not a box over the colours)
-    ax.plot([1.05, 1.05, n + 0.95, n + 0.95], [b + 0.08, b + 0.3, b + 0.3, b + 0.08], color="black", linewidth=1.8)
-    ax.text(1.05, b + 0.55, "y of batch 0: its x one token later (so batch 0's last target is batch 1's first input)",
-            ha="left", va="center", fontsize=9)
-    # the next epoch: after the last window, every row jumps back to window 0
-    ax.annotate("", xy=(0.1, b + 1.25), xytext=(last_target - 0.1, b + 1.25),
-                arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 16})
-    ax.text(last_target / 2, b + 1.7, f"batch {epochs} = window 0 again: reset the state", ha="center",
-            va="center", fontsize=10, fontweight="bold")
+    top = -0.95  # the labels above the grid: each window's batch, and what the last columns are
     for k in range(epochs):
-        ax.text(k * n + n / 2, -0.35, f"x of batch {k} (and {k + epochs}, {k + 2 * epochs}, …)",
+        ax.text(k * n + n / 2, top, f"x of batch {k} (and {k + epochs}, {k + 2 * epochs}, …)",
                 ha="center", va="center", fontsize=9)
+    ax.text(last_target + 0.5, top, "y\nonly", ha="center", va="center", fontsize=8)
+    if length > last_target + 1:
+        ax.text((last_target + 1 + length) / 2, top, "never\nread", ha="center", va="center", fontsize=8)
+    # y of batch 0 in row 0: x shifted by one token (a bracket over the row, not a box over the colours)
+    ax.plot([1.05, 1.05, n + 0.95, n + 0.95], [-0.08, -0.3, -0.3, -0.08], color="black", linewidth=1.8)
+    ax.text(n + 1.2, -0.3, f"y of batch 0 in row 0: tokens 1–{n}, its x one token later "
+            f"({n} is also batch 1's first input)", ha="left", va="center", fontsize=9)
+    # after the last window, every row jumps back to window 0: drawn from the end of the last row to its start
+    below = b + 0.45
+    ax.plot([last_target - 0.5, last_target - 0.5, 0.5], [b + 0.05, below, below], color="black", linewidth=2)
+    ax.annotate("", xy=(0.5, b + 0.05), xytext=(0.5, below + 0.01),
+                arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 16})
+    ax.text(last_target / 2, below + 0.45, f"after batch {epochs - 1}, every row jumps back to its start "
+            f"(batch {epochs} = window 0 again): reset the state", ha="center", va="center", fontsize=10,
+            fontweight="bold")
     ax.set_xlim(0, right + 0.3)
-    ax.set_ylim(b + 2.0, -0.8)
+    ax.set_ylim(b + 1.3, top - 0.5)
     ax.set_xticks([])
     ax.set_yticks(np.arange(b) + 0.5, [f"row {s}" for s in range(b)])
     ax.set_title(f"{layout.n_tokens} tokens cut into {b} rows of {length}, read {n} at a time", fontsize=12)
+    crossed = (Patch(facecolor="white", edgecolor="black"),
+               Line2D([], [], color="#999999", linewidth=1, marker=[(-1, -1), (1, 1)], markersize=10, linestyle=""))
     key = [Line2D([], [], color="black", marker=">", markersize=7, linewidth=1.4,
                   label="the state a stateful RNN carries along a row, batch after batch"),
-           Patch(facecolor="#d9d9d9", edgecolor="black", label="only ever a target (y), never an input"),
-           Patch(facecolor="white", edgecolor="#777777", hatch="///", label="crossed out: never read, in any pass")]
-    ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.45, -0.0), ncol=2, fontsize=9,
-              handlelength=2.2, columnspacing=1.5)
+           Patch(facecolor="#d9d9d9", edgecolor="black", label="only ever a target (y): no window after it"),
+           crossed]
+    labels = [key[0].get_label(), key[1].get_label(),
+              "never read: too few tokens left for another window plus its target"]
+    ax.legend(handles=key, labels=labels, loc="upper center", bbox_to_anchor=(0.45, -0.0), ncol=1, fontsize=9,
+              handlelength=2.2, handler_map={tuple: HandlerTuple(ndivide=1)})
     ax.spines[:].set_visible(False)
     fig.tight_layout()
     return fig
-
 
 
 
