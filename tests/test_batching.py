@@ -695,6 +695,21 @@ def test_the_notebooks_ptb_dataset_equals_the_helper_across_wrap_arounds(n_token
     assert len(list(ptb_dataset(ids, batch_size, num_steps))) == epoch  # one pass without repeat
 
 
+@pytest.mark.parametrize("n_tokens, batch_size, num_steps", [(1013, 7, 9), (250, 3, 41), (97, 5, 2)])
+def test_the_notebooks_ptb_dataset_equals_the_tf1_producer_across_wrap_arounds(n_tokens, batch_size, num_steps):
+    # The streams the notebook's TF1 cell compared before issue 20's third round (it keeps the toy and the fables):
+    # sizes that do not divide evenly, two wrap-arounds and three batches more, the TF1 producer run in its graph.
+    ptb_dataset = notebook_function("ptb_dataset")
+    ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens)
+    count = 2 * batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size + 3
+    v1 = tf1.ptb_batches(ids, batch_size, num_steps, num_batches=count)
+    ours = [(x.numpy(), y.numpy()) for x, y in ptb_dataset(ids, batch_size, num_steps, repeat=True).take(count)]
+    assert len(v1) == len(ours) == count
+    for (ax, ay), (bx, by) in zip(v1, ours):
+        np.testing.assert_array_equal(ax, bx)
+        np.testing.assert_array_equal(ay, by)
+
+
 @pytest.mark.parametrize("n_tokens, batch_size, num_steps", [(70, 4, 5), (1906, 8, 10), (97, 3, 7), (31, 1, 29)])
 def test_the_notebooks_map_dataset_gives_ptb_datasets_batches_across_wrap_arounds(n_tokens, batch_size, num_steps):
     # The Cost cell's memory-lean variant (a slice per batch); the notebook prints this check in a cell whose
