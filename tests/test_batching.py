@@ -658,23 +658,25 @@ def test_reset_checker_hints_in_one_line(wrong, hint):
 # that very cell, and hold the checks the notebook used to print before the answer-first rewrite.
 
 
-def notebook_function(name):
+def notebook_function(name, *needs):
     """The function or class ``name`` exactly as a code cell of the notebook defines it (run with np, tf
-    and keras only): the lines from ``def name(`` (or ``class name(``) to the first line that is not indented."""
+    and keras only): the lines from ``def name(`` (or ``class name(``) to the first line that is not indented.
+    ``needs`` names the notebook's functions it calls (defined first, in the same scope)."""
     import nbformat
 
     from tests.notebook_answers import ROOT
 
     path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
-    heads = (f"def {name}(", f"class {name}(")
-    cells = [c.source for c in nbformat.read(path, as_version=4).cells
-             if c.cell_type == "code" and any(head in c.source for head in heads)]
-    assert len(cells) == 1, f"{path.name}: expected one cell defining {name}, found {len(cells)}"
-    head = next(head for head in heads if head in cells[0])
-    lines = cells[0][cells[0].index(head):].splitlines()
-    end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() and not line[0].isspace()), len(lines))
+    sources = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
     scope = {"np": np, "tf": tf, "keras": keras}
-    exec(compile("\n".join(lines[:end]), f"{NOTEBOOK}:{name}", "exec"), scope)  # noqa: S102 - our own notebook
+    for wanted in (*needs, name):
+        heads = (f"def {wanted}(", f"class {wanted}(")
+        cells = [source for source in sources if any(head in source for head in heads)]
+        assert len(cells) == 1, f"{path.name}: expected one cell defining {wanted}, found {len(cells)}"
+        head = next(head for head in heads if head in cells[0])
+        lines = cells[0][cells[0].index(head):].splitlines()
+        end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() and not line[0].isspace()), len(lines))
+        exec(compile("\n".join(lines[:end]), f"{NOTEBOOK}:{wanted}", "exec"), scope)  # noqa: S102 - our own notebook
     return scope[name]
 
 
@@ -739,7 +741,7 @@ def _named_lstm_model(batch_size=2, num_steps=3):
 def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_callback_resets_it():
     # The notebook's ResetAtEachPass resets in on_test_begin: Keras' validation inside fit reads and writes the
     # same state as training, so without that reset it starts from the state the last training batch left.
-    ResetAtEachPass = notebook_function("ResetAtEachPass")
+    ResetAtEachPass = notebook_function("ResetAtEachPass", "reset_stateful_layers")
     ids = np.random.default_rng(0).integers(0, 20, size=80)
     train, valid = batching.ptb_batches(ids[:60], 2, 3), batching.ptb_batches(ids[60:], 2, 3)
 
@@ -757,6 +759,40 @@ def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_cal
     assert abs(fitted - after_reset) < 1e-5, val_loss
     fitted, after_reset = val_loss["no reset"]
     assert abs(fitted - after_reset) > 1e-4, val_loss
+
+
+def test_the_notebooks_reset_finds_a_stateful_lstm_wherever_it_sits_in_a_sequential_model():
+    # Exercise 2 tells the learner to reset with the notebook's reset_stateful_layers; the checker's LSTM is the
+    # third layer, not the second. Layers that are not stateful are left alone.
+    reset_stateful_layers = notebook_function("reset_stateful_layers")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input(batch_shape=(2, 3), dtype="int32"), keras.layers.Embedding(20, 4),
+                              keras.layers.Dense(4, activation="tanh"),
+                              keras.layers.LSTM(5, return_sequences=True, stateful=True), keras.layers.Dense(20)])
+    model.predict_on_batch(np.ones((2, 3), "int32"))
+    lstm = model.layers[2]
+    assert max(np.abs(state.numpy()).max() for state in lstm.states) > 0
+    reset_stateful_layers(model)
+    assert all(np.abs(state.numpy()).max() == 0 for state in lstm.states)
+
+
+def test_a_stateful_lstm_fed_batches_out_of_order_does_not_compute_the_whole_rows():
+    # The notebook's Proof 2 printed this wrong version until issue 20's fourth round (it now compares with each
+    # batch read from a zero state): fed 2, 0, 1, each batch's outputs differ from the whole rows'; fed 0, 1, 2 they
+    # are equal.
+    keras.utils.set_random_seed(0)
+    layers = [keras.layers.Embedding(20, 4), keras.layers.LSTM(6, return_sequences=True, stateful=True)]
+    stateful = keras.Sequential([keras.Input(batch_shape=(2, 3), dtype="int32"), *layers])
+    stateless = keras.Sequential([keras.Input(shape=(None,), dtype="int32"), keras.layers.Embedding(20, 4),
+                                  keras.layers.LSTM(6, return_sequences=True)])
+    stateless.set_weights(stateful.get_weights())
+    three = [np.random.default_rng(k).integers(0, 20, size=(2, 3)) for k in range(3)]
+    whole_rows = stateless.predict_on_batch(np.concatenate(three, axis=1))
+    for order, same in [([0, 1, 2], True), ([2, 0, 1], False)]:
+        layers[1].reset_state()
+        outputs = {k: stateful.predict_on_batch(three[k]) for k in order}
+        gap = np.abs(np.concatenate([outputs[k] for k in range(3)], axis=1) - whole_rows).max()
+        assert (gap < 1e-5) == same, (order, gap)
 
 
 class _ResetWhereRowsJump(keras.callbacks.Callback):
