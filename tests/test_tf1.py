@@ -244,3 +244,19 @@ def test_accumulation_graph_refuses_weights_of_another_network(weights, match):
 def test_accumulation_graph_refuses_a_learning_rate_that_is_not_a_positive_number(learning_rate, error):
     with pytest.raises(error, match="learning_rate"):
         tf1.AccumulationGraph(_keras_mlp().get_weights(), learning_rate=learning_rate)
+# --------------------------------------------------------------------------- notebook 03: the PTB producer
+
+
+def test_the_ptb_producers_x_and_y_depend_on_a_dequeue():
+    # Why one tensor gives a new batch at every session.run: walking x's inputs back reaches the queue's dequeue.
+    # (The notebook printed this graph walk before the answer-first rewrite; it now only says so.)
+    with tf1.QueuePipeline(np.arange(70), batch_size=4, num_steps=5) as pipe:
+        for tensor in (pipe.x, pipe.y):
+            ancestors, todo = set(), [tensor.op]
+            while todo:
+                op = todo.pop()
+                if op not in ancestors:
+                    ancestors.add(op)
+                    todo += [t.op for t in op.inputs]
+            assert any(op.type.startswith("QueueDequeue") for op in ancestors)
+        assert [int(pipe.next_batch()[0][0, 0]) for _ in range(4)] == [0, 5, 10, 0]

@@ -310,60 +310,90 @@ def ptb_grid(layout: Any) -> Any:
     """The PTB layout as a grid: the stream cut into rows, each ``x`` window coloured by its batch.
 
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
-    with at most 6 batches per epoch. A cell holds the token's position in the stream; ``y`` of batch
-    0 is dashed; the column that is only ever a target is grey; tokens never read are crossed out;
-    arrows show what a stateful RNN carries from one batch to the next in each row, and where the
-    next epoch jumps back to window 0 (where the state must be reset). Colours are colour-blind safe.
+    with at most 6 batches per epoch. A cell holds the token's position in the stream. A coloured band
+    over each column of windows names its batch; one long arrow through each row shows the state a
+    stateful RNN carries along it, batch after batch; a bracket over row 0 marks its ``y`` in batch 0
+    (its ``x`` one token later); the column that is only ever a target is grey, tokens never read are
+    crossed out, and both have a band; the tokens the reshape drops are named in the title. A line
+    from the end of the windows runs under the grid and back up the left side, with an arrow into the
+    start of every row: after the last window every row jumps back to window 0 (reset the state). The
+    legend under the grid says why each mark is there. Colours are colour-blind safe.
 
     >>> from helpers.batching import ptb_layout
     >>> type(ptb_grid(ptb_layout(70, 4, 5))).__name__
     'Figure'
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     b, n, length, epochs = layout.batch_size, layout.num_steps, layout.batch_len, layout.epoch_size
     if epochs > len(_BATCH_COLORS):
         raise ValueError(f"layout has {epochs} batches per epoch; the grid shows at most {len(_BATCH_COLORS)}")
-    fig, ax = new_figure(width=max(6.0, 0.55 * length + 1.5), height=0.8 * b + 2.2)
+    fig, ax = new_figure(width=max(6.0, 0.55 * length + 2.5), height=0.8 * b + 3.8)
     ax.grid(False)
     last_target = epochs * n  # the column that is only ever a target
+
+    def box(x: float, y: float, width: float, height: float, face: str, ink: str, label: str,
+            size: float = 9, crossed: bool = False) -> None:
+        ax.add_patch(plt.Rectangle((x, y), width, height, facecolor=face, edgecolor="black", linewidth=0.8))
+        if crossed:
+            ax.plot([x + 0.1, x + 0.9], [y + 0.9, y + 0.1], color="#999999", linewidth=1)
+        ax.text(x + width / 2, y + height * 0.45, label, ha="center", va="center", fontsize=size, color=ink)
+
     for s in range(b):
         for t in range(length):
             k = t // n if t < last_target else -1
             face, ink = _BATCH_COLORS[k] if k >= 0 else ("#d9d9d9" if t == last_target else "white", "black")
-            ax.add_patch(plt.Rectangle((t, s), 1, 1, facecolor=face, edgecolor="black", linewidth=0.8))
-            if t > last_target:
-                ax.plot([t + 0.1, t + 0.9], [s + 0.9, s + 0.1], color="#999999", linewidth=1)
-            ax.text(t + 0.5, s + 0.5, str(s * length + t), ha="center", va="center", fontsize=9, color=ink)
-        for k in range(1, epochs):  # the state a stateful RNN carries from batch k-1 to batch k
-            ax.annotate("", xy=(k * n + 0.45, s + 0.82), xytext=(k * n - 0.45, s + 0.82),
-                        arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 1.5, "mutation_scale": 14})
-    ax.add_patch(plt.Rectangle((1, 0), n, b, fill=False, edgecolor="black", linewidth=2.5, linestyle="--"))
-    ax.text(1 + n / 2, b + 0.35, "y of batch 0 (dashed)", ha="center", va="center", fontsize=9)
-    # the next epoch: after the last window, every row jumps back to window 0
-    ax.annotate("", xy=(0.1, b + 0.8), xytext=(last_target - 0.1, b + 0.8),
-                arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 16})
-    ax.text(last_target / 2, b + 1.3, f"batch {epochs} = window 0 again: reset the state", ha="center",
-            va="center", fontsize=10, fontweight="bold")
+            box(t, s, 1, 1, face, ink, str(s * length + t), crossed=t > last_target)
+        # the state a stateful RNN carries along the row, from each batch to the next
+        ax.annotate("", xy=(last_target - 0.05, s + 0.84), xytext=(0.1, s + 0.84),
+                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 1.4, "mutation_scale": 13})
+    # a band over each column of windows names its batch (a column header, not a note)
+    band, band_height = -1.55, 0.6
     for k in range(epochs):
-        ax.text(k * n + n / 2, -0.35, f"x of batch {k} (and {k + epochs}, {k + 2 * epochs}, …)",
-                ha="center", va="center", fontsize=9)
-    dropped = list(range(b * length, layout.n_tokens))
-    if dropped:
-        shown = ", ".join(map(str, dropped[:3])) + (", …" if len(dropped) > 3 else "")
-        ax.text(length + 0.3, b / 2, f"dropped by the\nreshape: {shown}", va="center", fontsize=9)
-    ax.set_xlim(0, length + 3)
-    ax.set_ylim(b + 1.7, -0.8)
-    ax.set_xticks(np.arange(length) + 0.5, [str(t) for t in range(length)])
+        face, ink = _BATCH_COLORS[k]
+        box(k * n + 0.05, band, n - 0.1, band_height, face, ink, f"x of batch {k}  (and {k + epochs}, {k + 2 * epochs}, …)")
+    box(last_target + 0.05, band, 0.9, band_height, "#d9d9d9", "black", "y\nonly", size=8)
+    if length > last_target + 1:
+        box(last_target + 1.05, band, length - last_target - 1.1, band_height, "white", "black", "never\nread", size=8)
+    # y of batch 0 in row 0: x shifted by one token (a bracket over the row, not a box over the colours)
+    ax.plot([1.05, 1.05, n + 0.95, n + 0.95], [-0.08, -0.4, -0.4, -0.08], color="black", linewidth=1.8)
+    ax.text(n + 1.2, -0.4, f"y of batch 0 in row 0: tokens 1–{n}, its x one token later "
+            f"({n} is also batch 1's first input)", ha="left", va="center", fontsize=9, style="italic")
+    # after the last window, every row jumps back to window 0: from the end of the windows, under the grid,
+    # up the left side, and into the start of every row
+    below, left = b + 0.45, -0.55
+    ax.plot([last_target, last_target], [0, b], color="black", linewidth=2.5)
+    ax.plot([last_target, last_target, left, left], [b, below, below, 0.5], color="black", linewidth=2)
+    for s in range(b):
+        ax.annotate("", xy=(-0.02, s + 0.5), xytext=(left, s + 0.5),
+                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14})
+    ax.text(last_target / 2, below + 0.45, f"after batch {epochs - 1}, every row jumps back to its start "
+            f"(batch {epochs} = window 0 again): reset the state", ha="center", va="center", fontsize=10,
+            fontweight="bold")
+    ax.set_xlim(left - 0.3, length + 0.2)
+    ax.set_ylim(b + 1.3, band - 0.2)
+    ax.set_xticks([])
     ax.set_yticks(np.arange(b) + 0.5, [f"row {s}" for s in range(b)])
-    ax.set_xlabel("column of the reshaped data (time within a row)")
-    ax.set_title(f"{layout.n_tokens} tokens as {b} rows x {length}, read {n} at a time\n"
-                 "grey: only ever a target; crossed out: never read; arrows: the state carried to the next batch",
-                 fontsize=11)
+    ax.tick_params(axis="y", length=0)
+    dropped = list(range(b * length, layout.n_tokens))
+    cut = ""
+    if dropped:
+        cut = f" (token {dropped[0]} dropped)" if len(dropped) == 1 else f" (tokens {dropped[0]}–{dropped[-1]} dropped)"
+    ax.set_title(f"{layout.n_tokens} tokens cut into {b} rows of {length}{cut}, read {n} at a time", fontsize=12)
+    key = [Line2D([], [], color="black", marker=">", markersize=7, linewidth=1.4,
+                  label="the state a stateful RNN carries along a row, batch after batch"),
+           Patch(facecolor="#d9d9d9", edgecolor="black", label="only ever a target (y): no window after it"),
+           (Patch(facecolor="white", edgecolor="black"),
+            Line2D([], [], color="#999999", linewidth=1, marker=[(-1, -1), (1, 1)], markersize=10, linestyle=""))]
+    labels = [key[0].get_label(), key[1].get_label(),
+              "never read: too few tokens left for another window plus its target"]
+    ax.legend(handles=key, labels=labels, loc="upper center", bbox_to_anchor=(0.45, -0.0), ncol=1, fontsize=9,
+              handlelength=2.2)
     ax.spines[:].set_visible(False)
     fig.tight_layout()
     return fig
-
 
 
 
