@@ -105,17 +105,45 @@ def test_validation_curve_draws_training_and_validation():
     assert list(ax.lines[1].get_xdata()) == [0, 4, 8]
 
 
-def test_validation_passes_draws_the_curve_and_one_grid_per_panel():
-    fig = plots.validation_passes(_history(), [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]),
-                                               ("once", [[[0, 1], [2]], [], []]),
-                                               ("fresh", [[[0, 1], [2]], [[0, 1], [2]]])], without_eval=_history())
+_PANELS = [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], [], []]),
+           ("fresh", [[[0, 1], [2]], [[0, 1], [2]]])]
+
+
+def test_validation_passes_draws_both_training_runs_visibly_and_one_grid_per_panel():
+    import matplotlib
+
+    losses = [4.0, 3.0, 2.5, 2.0, 1.8, 1.7, 1.6, 1.5]
+    fig = plots.validation_passes(losses, [(4, 2.2), (8, 1.9)], _PANELS, without_eval=list(losses), examples=10,
+                                  smooth=2)
     assert len(fig.axes) == 4
     top = fig.axes[0]
-    assert "10 examples every 4 steps" in top.get_title()
-    assert top.lines[-1].get_label() == "the same training without evaluation"
+    assert top.get_title() == ("A full pass over 10 examples every 4 steps; "
+                               "training with and without it identical at all 8 steps")
+    band, thin, val = top.lines[:3]
+    assert band.get_linewidth() >= 4 * thin.get_linewidth()  # the thin line shows on the wide band
+    assert thin.get_zorder() >= band.get_zorder() and list(val.get_xdata()) == [4, 8]
     assert fig.axes[1].images[0].get_array().shape == (2, 4)
     assert len(fig.axes[1].lines) == 2 and len(fig.axes[2].lines) == 1  # one line between two batches, per pass
     assert [t.get_text() for t in fig.axes[2].texts].count("empty") == 2
+    red = matplotlib.colors.to_rgba(plots.COLORS[1])
+    framed = [p.get_xy() for p in fig.axes[1].patches if p.get_edgecolor() == red]
+    assert framed == [(3 - 0.42, 0 - 0.42), (3 - 0.42, 1 - 0.42)]  # id 0 again in pass 1, id 1 again in pass 2
+    assert not fig.axes[3].patches  # a new loop per pass reads nothing twice
+
+
+def test_validation_passes_says_when_the_runs_differ_and_refuses_bad_input():
+    import pytest
+
+    fig = plots.validation_passes([3.0, 2.0, 1.0], [(3, 1.5)], _PANELS[:1], without_eval=[3.0, 2.5, 1.0])
+    assert fig.axes[0].get_title().endswith("differs at 1 of 3 steps")
+    with pytest.raises(ValueError, match="without_eval"):
+        plots.validation_passes([3.0, 2.0], [], _PANELS[:1], without_eval=[3.0])
+    with pytest.raises(ValueError, match="train_loss"):
+        plots.validation_passes([], [], _PANELS[:1])
+    with pytest.raises(ValueError, match="panels"):
+        plots.validation_passes([1.0], [], [])
+    with pytest.raises(ValueError, match="at least one pass"):
+        plots.validation_passes([1.0], [], [("nothing", [[], []])])
 
 
 # --------------------------------------------------------------------------- 05 network snapshots
