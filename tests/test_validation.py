@@ -746,3 +746,121 @@ def test_validate_at_checker_names_each_mistake(wrong, match):
     with pytest.raises(CheckFailed, match=match) as failure:
         checker("validation").check_validate_at(wrong)
     assert "iter(" not in str(failure.value) and "for x" not in str(failure.value)  # a hint, not code
+
+
+# --------------------------------------------------------------------------- the notebook's own code
+# Proofs that left notebook 04 (docs/validation.md lists where each went). The loop a learner
+# copies, `train_and_validate`, is taken from the notebook itself, not from a copy here.
+
+
+def notebook_function(name: str):
+    """The function ``name`` as notebook 04 defines it (its ``def`` only, run with np, tf and keras)."""
+    import ast
+
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    for cell in cells:
+        if cell.cell_type != "code" or f"def {name}(" not in cell.source:
+            continue
+        for node in ast.parse(cell.source).body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                scope = {"np": np, "tf": tf, "keras": keras}
+                exec(compile(ast.Module([node], []), f"{NOTEBOOK}:{name}", "exec"), scope)  # noqa: S102
+                return scope[name]
+    raise LookupError(f"{NOTEBOOK}: no code cell defines {name}()")
+
+
+@pytest.mark.parametrize("dense", [{}, {"kernel_regularizer": keras.regularizers.L2(0.1),
+                                        "activity_regularizer": keras.regularizers.L1(0.05)}])
+def test_the_notebooks_loop_equals_the_helper_and_keras_fit(dense):
+    train_and_validate = notebook_function("train_and_validate")
+    steps, every = 6, 3
+    losses, curve = train_and_validate(make_model(**dense), keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(),
+                                       steps, every)
+    history = V.train_with_validation(make_model(**dense), keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(),
+                                      steps=steps, every=every)
+    assert [step for step, _ in curve] == history.eval_step[1:] == [3, 6]
+    np.testing.assert_allclose([loss for _, loss in curve], history.val_metric()[1:], rtol=1e-5)
+    np.testing.assert_allclose(losses, history.train_loss, rtol=1e-5)
+    keras_model = make_model(**dense)
+    keras_model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = keras_model.fit(train_ds(), steps_per_epoch=every, epochs=steps // every, validation_data=val_ds(),
+                              shuffle=False, verbose=0).history
+    np.testing.assert_allclose([loss for _, loss in curve], fit["val_loss"], rtol=1e-5)  # model.losses counted
+
+
+def test_the_notebooks_loop_without_a_validation_step_trains_the_same():
+    train_and_validate = notebook_function("train_and_validate")
+    with_val, alone = make_model(), make_model()
+    a, curve = train_and_validate(with_val, keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(), 8, 2)
+    b, none = train_and_validate(alone, keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(), 8, 9)
+    assert len(curve) == 4 and none == [] and a == b and same(snapshot(with_val), snapshot(alone))
+
+
+def test_keras_fit_trains_the_same_with_and_without_validation_data():
+    runs = []
+    for fit_args in ({"validation_data": val_ds()}, {}):
+        model = make_model()
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logs = model.fit(train_ds(), steps_per_epoch=3, epochs=3, shuffle=False, verbose=0, **fit_args).history
+        runs.append((logs, snapshot(model)))
+    (with_val, weights_with), (alone, weights_alone) = runs
+    assert len(with_val["val_loss"]) == 3 and "val_loss" not in alone
+    assert with_val["loss"] == alone["loss"] and same(weights_with, weights_alone)
+
+
+def test_keras_validation_freq_counts_epochs_not_steps():
+    model, at = make_model(), []
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=MSE)
+    record = keras.callbacks.LambdaCallback(on_test_begin=lambda logs: at.append(int(model.optimizer.iterations)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(train_ds(), steps_per_epoch=3, epochs=4, validation_data=val_ds(), validation_freq=2,
+                  callbacks=[record], shuffle=False, verbose=0)
+    assert at == [6, 12]  # every 2 "epochs" of 3 steps; none before training
+
+
+def _tf1_ids():
+    """Built inside a graph: an endless training stream of ids 100, 101, ... and 10 validation ids."""
+    return tf.data.Dataset.range(100, 10**9).batch(4), tf.data.Dataset.range(10).batch(4)
+
+
+def test_tf1_reinitializable_iterator_resets_training_and_feedable_does_not():
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():  # one input, switched between datasets by re-initialising it
+        train, val = _tf1_ids()
+        iterator = v1.data.Iterator.from_structure(tf.int64, tf.TensorShape([None]))
+        batch = iterator.get_next()
+        to_train, to_val = iterator.make_initializer(train), iterator.make_initializer(val)
+    with tf1.session(graph) as sess:
+        sess.run(to_train)
+        before = [sess.run(batch).tolist() for _ in range(2)]
+        sess.run(to_val)
+        assert tf1.read_pass(sess, batch) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+        sess.run(to_train)
+        assert [sess.run(batch).tolist() for _ in range(2)] == before  # training starts over
+
+    graph = tf.Graph()
+    with graph.as_default():  # one iterator per dataset, a handle picks one
+        train, val = _tf1_ids()
+        handle = v1.placeholder(tf.string, [])
+        batch = v1.data.Iterator.from_string_handle(handle, tf.int64, tf.TensorShape([None])).get_next()
+        train_it, val_it = v1.data.make_initializable_iterator(train), v1.data.make_initializable_iterator(val)
+        handles = [train_it.string_handle(), val_it.string_handle()]
+    with tf1.session(graph) as sess:
+        train_h, val_h = sess.run(handles)
+        sess.run(train_it.initializer)
+        read = []
+        for _ in range(3):
+            read += [sess.run(batch, {handle: train_h}).tolist() for _ in range(2)]
+            sess.run(val_it.initializer)
+            assert tf1.read_pass(sess, batch, {handle: val_h}) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+        assert read == [list(range(100 + 4 * i, 104 + 4 * i)) for i in range(6)]  # training went on
