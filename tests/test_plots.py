@@ -109,19 +109,20 @@ _PANELS = [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1],
            ("fresh", [[[0, 1], [2]], [[0, 1], [2]]])]
 
 
-def test_validation_passes_draws_both_training_runs_visibly_and_one_grid_per_panel():
+def test_validation_passes_draws_the_run_and_one_grid_per_panel():
     import matplotlib
 
     losses = [4.0, 3.0, 2.5, 2.0, 1.8, 1.7, 1.6, 1.5]
-    fig = plots.validation_passes(losses, [(4, 2.2), (8, 1.9)], _PANELS, without_eval=list(losses), examples=10,
-                                  smooth=2)
+    fig = plots.validation_passes(losses, [(0, 5.0), (4, 2.2), (8, 1.9)], _PANELS, examples=10,
+                                  panels_title="the toy set")
     assert len(fig.axes) == 4
     top = fig.axes[0]
-    assert top.get_title() == ("A full pass over 10 examples every 4 steps; "
-                               "training with and without it identical at all 8 steps")
-    band, thin, val = top.lines[:3]
-    assert band.get_linewidth() >= 4 * thin.get_linewidth()  # the thin line shows on the wide band
-    assert thin.get_zorder() >= band.get_zorder() and list(val.get_xdata()) == [4, 8]
+    assert top.get_title() == "A full pass over all 10 validation examples at step 0 and every 4 steps"
+    train, val = top.lines[:2]
+    assert list(train.get_xdata()) == list(range(1, 9)) and list(train.get_ydata()) == losses  # raw, not smoothed
+    assert list(val.get_xdata()) == [0, 4, 8]  # step 0 drawn: before training
+    assert top.get_yscale() == "linear" and top.get_ylim()[0] == 0
+    assert "the toy set" in [t.get_text() for t in fig.texts]
     assert fig.axes[1].images[0].get_array().shape == (2, 4)
     assert len(fig.axes[1].lines) == 2 and len(fig.axes[2].lines) == 1  # one line between two batches, per pass
     assert [t.get_text() for t in fig.axes[2].texts].count("empty") == 2
@@ -131,13 +132,11 @@ def test_validation_passes_draws_both_training_runs_visibly_and_one_grid_per_pan
     assert not fig.axes[3].patches  # a new loop per pass reads nothing twice
 
 
-def test_validation_passes_says_when_the_runs_differ_and_refuses_bad_input():
+def test_validation_passes_titles_and_bad_input():
     import pytest
 
-    fig = plots.validation_passes([3.0, 2.0, 1.0], [(3, 1.5)], _PANELS[:1], without_eval=[3.0, 2.5, 1.0])
-    assert fig.axes[0].get_title().endswith("differs at 1 of 3 steps")
-    with pytest.raises(ValueError, match="without_eval"):
-        plots.validation_passes([3.0, 2.0], [], _PANELS[:1], without_eval=[3.0])
+    fig = plots.validation_passes([3.0, 2.0, 1.0], [(1, 1.5), (3, 1.2)], _PANELS[:1])
+    assert fig.axes[0].get_title() == "A full pass over the validation set every 2 steps"  # no step 0: not claimed
     with pytest.raises(ValueError, match="train_loss"):
         plots.validation_passes([], [], _PANELS[:1])
     with pytest.raises(ValueError, match="panels"):

@@ -261,41 +261,29 @@ def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smoo
     return ax.figure
 
 
-def _running_mean(values: Any, smooth: int) -> tuple[Any, Any]:
-    """``(steps, values)``: a running mean over ``smooth`` steps (steps count from 1)."""
-    values = np.asarray(values, dtype=float)
-    steps = np.arange(1, len(values) + 1)
-    if smooth > 1 and len(values) >= smooth:
-        return steps[smooth - 1:], np.convolve(values, np.ones(smooth) / smooth, mode="valid")
-    return steps, values
-
-
 def validation_passes(train_loss: Any, val_curve: list[tuple[int, float]],
-                      panels: list[tuple[str, list[list[list[int]]]]], *, without_eval: Any = None,
-                      examples: int | None = None, smooth: int = 5) -> Any:
+                      panels: list[tuple[str, list[list[list[int]]]]], *, examples: int | None = None,
+                      panels_title: str | None = None) -> Any:
     """Notebook 04's picture.
 
-    Top: ``train_loss`` (one per step, a running mean over ``smooth`` steps) as a wide pale band,
-    the validation loss of each full pass (``val_curve``: ``(step, loss)`` pairs) as red dots, a
-    dotted line at every evaluation; log scale. ``without_eval``, the training losses of the same
-    run without evaluation, is a thin black line drawn on the band, so two equal runs show as a
-    line inside a band (and a different one leaves it); the title says at how many steps they
-    differ. ``examples``: the size of a pass, for the title.
+    Top: ``train_loss`` (one loss per training step, steps counting from 1) as a thin line, the
+    validation loss of each full pass (``val_curve``: ``(step, loss)`` pairs, step 0 = before
+    training) as red dots, a dotted line at every evaluation; a linear loss axis from 0.
+    ``examples``: the size of a pass, for the title.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
     each pass read, in order, as a coloured grid with a white line between batches; an id read a
     second time in the same pass is framed in red; "empty" marks a pass that read nothing.
+    ``panels_title`` heads the bottom row (say which data it shows when it is not the top's).
 
-    >>> fig = validation_passes([2.0, 1.0, 0.8, 0.7], [(2, 1.5), (4, 0.9)],
+    >>> fig = validation_passes([2.0, 1.0, 0.8, 0.7], [(0, 2.5), (2, 1.5), (4, 0.9)],
     ...                         [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
-    ...                         without_eval=[2.0, 1.0, 0.8, 0.7], smooth=2)
-    >>> len(fig.axes), "identical at all 4 steps" in fig.axes[0].get_title()
-    (3, True)
+    ...                         examples=3)
+    >>> len(fig.axes), fig.axes[0].get_title()
+    (3, 'A full pass over all 3 validation examples at step 0 and every 2 steps')
 
-    Raises ValueError for an empty ``train_loss`` or ``panels``, a ``without_eval`` of another
-    length, or a panel with no id at all.
+    Raises ValueError for an empty ``train_loss`` or ``panels``, or a panel with no id at all.
     """
     apply_style()
-    import matplotlib as mpl
     import matplotlib.pyplot as plt
 
     train = np.asarray(train_loss, dtype=float)
@@ -303,37 +291,22 @@ def validation_passes(train_loss: Any, val_curve: list[tuple[int, float]],
         raise ValueError(f"train_loss must be one loss per training step, got shape {train.shape}")
     if not panels:
         raise ValueError("panels is empty: give at least one (title, passes)")
-    fig = plt.figure(figsize=(11, 7))
-    grid = fig.add_gridspec(2, len(panels), height_ratios=[1, 1], hspace=0.55, wspace=0.12)
+    fig = plt.figure(figsize=(11, 7.4))
+    grid = fig.add_gridspec(2, len(panels), height_ratios=[1, 1], hspace=0.75, wspace=0.12)
     top = fig.add_subplot(grid[0, :])
-    top.plot(*_running_mean(train, smooth), color=COLORS[0], lw=7, alpha=0.35, solid_capstyle="butt",
-             label=f"training loss, with validation (mean of {smooth} steps)")
-    same = ""
-    if without_eval is not None:
-        alone = np.asarray(without_eval, dtype=float)
-        if alone.shape != train.shape:
-            raise ValueError(f"without_eval must have one loss per step like train_loss ({len(train)}), "
-                             f"got shape {alone.shape}")
-        top.plot(*_running_mean(alone, smooth), color="black", lw=1,
-                 label="the same training without validation (thin line)")
-        differ = int(np.sum(alone != train))
-        same = (f"; training with and without it identical at all {len(train)} steps" if not differ
-                else f"; training with and without it differs at {differ} of {len(train)} steps")
+    top.plot(np.arange(1, len(train) + 1), train, color=COLORS[0], lw=1.2, label="training loss (one batch per step)")
     if val_curve:
         steps, losses = zip(*val_curve)
         top.plot(steps, losses, "o-", color=COLORS[1], ms=6, label="validation loss (one full pass)")
         for step in steps:
             top.axvline(step, color="0.6", lw=0.6, ls=":", zorder=0)
-    top.set_yscale("log")
-    top.yaxis.set_major_formatter(mpl.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
-    top.yaxis.set_minor_formatter(mpl.ticker.NullFormatter())
-    top.set_yticks([t for t in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
-                    if top.get_ylim()[0] <= t <= top.get_ylim()[1]])
+    top.set_ylim(bottom=0)
     top.set(xlabel="training step", ylabel="loss (MSE)")
     top.legend(loc="upper right")
-    pass_size = f"{examples} examples" if examples is not None else "the validation set"
-    every = f" every {val_curve[1][0] - val_curve[0][0]} steps" if len(val_curve) > 1 else ""
-    top.set_title(f"A full pass over {pass_size}{every}{same}", fontsize=11)
+    pass_size = f"all {examples} validation examples" if examples is not None else "the validation set"
+    start = " at step 0 and" if val_curve and val_curve[0][0] == 0 else ""
+    every = f"{start} every {val_curve[-1][0] - val_curve[-2][0]} steps" if len(val_curve) > 1 else ""
+    top.set_title(f"A full pass over {pass_size}{every}", fontsize=11)
 
     flat = [[[i for batch in one for i in batch] for one in passes] for _, passes in panels]
     if any(not any(ids for ids in passes) for passes in flat):
@@ -363,6 +336,8 @@ def validation_passes(train_loss: Any, val_curve: list[tuple[int, float]],
         ax.set_yticks(range(len(passes)), [f"pass {p}" for p in range(1, len(passes) + 1)] if column == 0 else [])
         ax.set_xticks(range(width))
         ax.grid(False)
+    if panels_title:
+        fig.text(0.5, 0.5, panels_title, ha="center", va="center", fontsize=11)
     fig.text(0.5, 0.015, "Each cell: the id of the example read; white lines: batch boundaries; "
              "red frame: an example read a second time in the same pass", ha="center", fontsize=9)
     return fig
