@@ -773,33 +773,101 @@ def notebook_function(name: str):
     raise LookupError(f"{NOTEBOOK}: no code cell defines {name}()")
 
 
+def notebook_steps(model: keras.Model, spec=None):
+    """The notebook's compiled ``train_step`` and ``val_sums`` for ``model`` (Adam 0.01, MSE)."""
+    make_steps = notebook_function("make_steps")
+    return make_steps(model, keras.optimizers.Adam(0.01), MSE, spec or train_ds().element_spec)
+
+
 @pytest.mark.parametrize("dense", [{}, {"kernel_regularizer": keras.regularizers.L2(0.1),
                                         "activity_regularizer": keras.regularizers.L1(0.05)}])
 def test_the_notebooks_loop_equals_the_helper_and_keras_fit(dense):
     train_and_validate = notebook_function("train_and_validate")
     steps, every = 6, 3
-    losses, curve = train_and_validate(make_model(**dense), keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(),
-                                       steps, every)
+    train_step, val_sums = notebook_steps(make_model(**dense))
+    losses, curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, steps, every)
     history = V.train_with_validation(make_model(**dense), keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(),
                                       steps=steps, every=every)
-    assert [step for step, _ in curve] == history.eval_step[1:] == [3, 6]
-    np.testing.assert_allclose([loss for _, loss in curve], history.val_metric()[1:], rtol=1e-5)
+    assert [step for step, _ in curve] == history.eval_step == [0, 3, 6]
+    np.testing.assert_allclose([loss for _, loss in curve], history.val_metric(), rtol=1e-5)
     np.testing.assert_allclose(losses, history.train_loss, rtol=1e-5)
+    assert train_step.experimental_get_tracing_count() == val_sums.experimental_get_tracing_count() == 1
     keras_model = make_model(**dense)
     keras_model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    assert curve[0][1] == pytest.approx(keras_evaluate(keras_model, val_ds())["loss"], rel=1e-5)  # step 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = keras_model.fit(train_ds(), steps_per_epoch=every, epochs=steps // every, validation_data=val_ds(),
                               shuffle=False, verbose=0).history
-    np.testing.assert_allclose([loss for _, loss in curve], fit["val_loss"], rtol=1e-5)  # model.losses counted
+    np.testing.assert_allclose([loss for _, loss in curve[1:]], fit["val_loss"], rtol=1e-5)  # model.losses counted
 
 
-def test_the_notebooks_loop_without_a_validation_step_trains_the_same():
+def test_the_notebooks_loop_trains_as_a_plain_loop_does():
     train_and_validate = notebook_function("train_and_validate")
     with_val, alone = make_model(), make_model()
-    a, curve = train_and_validate(with_val, keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(), 8, 2)
-    b, none = train_and_validate(alone, keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(), 8, 9)
-    assert len(curve) == 4 and none == [] and a == b and same(snapshot(with_val), snapshot(alone))
+    train_step, val_sums = notebook_steps(with_val)
+    a, curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 8, 2)
+    alone_step, _ = notebook_steps(alone)
+    b = [float(alone_step(x, y)) for x, y in train_ds().take(8)]
+    assert [step for step, _ in curve] == [0, 2, 4, 6, 8] and a == b and same(snapshot(with_val), snapshot(alone))
+
+
+def test_the_notebooks_steps_trace_once_and_a_plain_tf_function_twice():
+    train_step, val_sums = notebook_steps(make_model())
+    plain = tf.function(val_sums.python_function)
+    sizes = []
+    for x, y in val_ds():  # batches of 8 and a last one of 6
+        _, n = val_sums(x, y)
+        plain(x, y)
+        sizes.append(int(n))
+    assert sizes[-1] != sizes[0]
+    assert val_sums.experimental_get_tracing_count() == 1 and plain.experimental_get_tracing_count() == 2
+
+
+def test_the_notebooks_pass_is_a_mean_over_examples_whatever_the_batch_size():
+    train_and_validate = notebook_function("train_and_validate")
+    model = make_model()
+    x, y = V.collect(val_ds())
+    exact = np.mean((model(x).numpy().astype(np.float64) - y) ** 2)
+    for size in (BATCH, 20, 50):
+        batches = V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED)
+        _, val_sums = notebook_steps(model, batches.element_spec)
+        curve = train_and_validate(train_ds(), batches, None, val_sums, 0, 1)[1]
+        assert curve[0][1] == pytest.approx(exact, rel=1e-5)
+
+
+class _EvaluateEvery(keras.callbacks.Callback):
+    """The notebook's callback: ``evaluate(model)`` at step 0 and every ``every`` steps."""
+
+    def __init__(self, every, evaluate):
+        super().__init__()
+        self.every, self.evaluate, self.curve = every, evaluate, []
+
+    def on_train_begin(self, logs=None):
+        self.curve.append(self.evaluate(self.model))
+
+    def on_train_batch_end(self, batch, logs=None):
+        if (batch + 1) % self.every == 0:
+            self.curve.append(self.evaluate(self.model))
+
+
+def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_evaluate_does_not():
+    def fit(callbacks):
+        model = make_model()
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return model.fit(train_ds(), steps_per_epoch=12, epochs=1, shuffle=False, verbose=0,
+                             callbacks=callbacks).history["loss"][0]
+
+    true_loss = fit([])
+    keras_way = _EvaluateEvery(3, lambda m: m.evaluate(val_ds(), verbose=0))
+    broken = fit([keras_way])
+    assert broken == pytest.approx(keras_way.curve[-1], rel=1e-6)  # the last validation loss
+    assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
+    ours = _EvaluateEvery(3, lambda m: V.evaluate(m, val_ds(), MSE)["loss"])
+    assert fit([ours]) == pytest.approx(true_loss, rel=1e-6)
+    np.testing.assert_allclose(ours.curve, keras_way.curve, rtol=1e-5)  # the same validation losses
 
 
 def test_keras_fit_trains_the_same_with_and_without_validation_data():
