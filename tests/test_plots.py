@@ -121,15 +121,30 @@ def test_validation_passes_draws_the_run_and_one_grid_per_panel():
     train, val = top.lines[:2]
     assert list(train.get_xdata()) == list(range(1, 9)) and list(train.get_ydata()) == losses  # raw, not smoothed
     assert list(val.get_xdata()) == [0, 4, 8]  # step 0 drawn: before training
-    assert top.get_yscale() == "linear" and top.get_ylim()[0] == 0
-    assert "the toy set" in [t.get_text() for t in fig.texts]
-    assert fig.axes[1].images[0].get_array().shape == (2, 4)
-    assert len(fig.axes[1].lines) == 2 and len(fig.axes[2].lines) == 1  # one line between two batches, per pass
-    assert [t.get_text() for t in fig.axes[2].texts].count("empty") == 2
+    assert [t.get_text() for t in top.texts] == ["5.00", "2.20", "1.90"]  # each pass's value written by its dot
+    assert top.get_yscale() == "log" and top.yaxis.get_major_formatter()(0.1, 0) == "0.1"  # plain tick labels
+    assert "the toy set" in [t.get_text() for t in fig.subfigs[1].texts]
+    cycling, once, fresh = fig.axes[1:]
+    assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 2.5)]  # each panel as wide as its longest pass
+    assert len(cycling.patches) == 8 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read
+    assert [t.get_text() for t in once.texts].count("empty") == 2
     red = matplotlib.colors.to_rgba(plots.COLORS[1])
-    framed = [p.get_xy() for p in fig.axes[1].patches if p.get_edgecolor() == red]
-    assert framed == [(3 - 0.42, 0 - 0.42), (3 - 0.42, 1 - 0.42)]  # id 0 again in pass 1, id 1 again in pass 2
-    assert not fig.axes[3].patches  # a new loop per pass reads nothing twice
+    twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
+    assert twice == [(3 - 0.5, 0 - 0.5), (3 - 0.5, 1 - 0.5)]  # id 0 again in pass 1, id 1 again in pass 2
+    assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
+    fills = [p.get_facecolor() for p in fresh.patches[:3]]
+    assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
+
+
+def test_validation_passes_draws_which_training_batch_each_step_reads():
+    fig = plots.validation_passes([3.0, 2.0, 1.5, 1.0], [(0, 3.5), (2, 1.8), (4, 1.1)], _PANELS[:1],
+                                  reads=[("kept", [1, 2, 3, 4]), ("restarted", [1, 2, 1, 2])])
+    assert len(fig.axes) == 3
+    right = fig.axes[1]
+    kept, restarted = right.lines[:2]
+    assert list(kept.get_ydata()) == [1, 2, 3, 4] and list(restarted.get_ydata()) == [1, 2, 1, 2]
+    assert kept.get_linestyle() == "-" and restarted.get_linestyle() == "--"
+    assert [line.get_xdata()[0] for line in right.lines[2:]] == [0, 2, 4]  # a dotted line at each evaluation
 
 
 def test_validation_passes_titles_and_bad_input():
@@ -143,6 +158,8 @@ def test_validation_passes_titles_and_bad_input():
         plots.validation_passes([1.0], [], [])
     with pytest.raises(ValueError, match="at least one pass"):
         plots.validation_passes([1.0], [], [("nothing", [[], []])])
+    with pytest.raises(ValueError, match=r"reads\['short'\] has 1 steps, train_loss 2"):
+        plots.validation_passes([1.0, 0.5], [], _PANELS[:1], reads=[("short", [1])])
 
 
 # --------------------------------------------------------------------------- 05 network snapshots
