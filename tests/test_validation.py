@@ -754,23 +754,25 @@ def test_validate_at_checker_names_each_mistake(wrong, match):
 
 
 def notebook_function(name: str):
-    """The function ``name`` as notebook 04 defines it (its ``def`` only, run with np, tf and keras)."""
+    """The function or class ``name`` as notebook 04 defines it. Every ``def`` and ``class`` of the
+    notebook's code cells (not the exercise answers) is run in one namespace with np, tf and keras,
+    so a function finds the others it calls (``train_and_validate`` calls ``validation_loss``)."""
     import ast
 
     import nbformat
 
-    from tests.notebook_answers import ROOT
+    from tests.notebook_answers import BEGIN, ROOT
 
+    scope = {"np": np, "tf": tf, "keras": keras}
     cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
     for cell in cells:
-        if cell.cell_type != "code" or f"def {name}(" not in cell.source:
+        if cell.cell_type != "code" or BEGIN in cell.source or "%pip" in cell.source:  # answers; Colab's install
             continue
-        for node in ast.parse(cell.source).body:
-            if isinstance(node, ast.FunctionDef) and node.name == name:
-                scope = {"np": np, "tf": tf, "keras": keras}
-                exec(compile(ast.Module([node], []), f"{NOTEBOOK}:{name}", "exec"), scope)  # noqa: S102
-                return scope[name]
-    raise LookupError(f"{NOTEBOOK}: no code cell defines {name}()")
+        nodes = [node for node in ast.parse(cell.source).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+        exec(compile(ast.Module(nodes, []), f"{NOTEBOOK}:cell", "exec"), scope)  # noqa: S102 - our own notebook
+    if name not in scope:
+        raise LookupError(f"{NOTEBOOK}: no code cell defines {name}")
+    return scope[name]
 
 
 def notebook_steps(model: keras.Model, spec=None):
@@ -836,38 +838,47 @@ def test_the_notebooks_pass_is_a_mean_over_examples_whatever_the_batch_size():
         assert curve[0][1] == pytest.approx(exact, rel=1e-5)
 
 
-class _EvaluateEvery(keras.callbacks.Callback):
-    """The notebook's callback: ``evaluate(model)`` at step 0 and every ``every`` steps."""
+def _fit(callbacks, model=None, **fit_args):
+    """Keras ``fit`` on the test stream (Adam 0.01, MSE): returns ``history.history``."""
+    model = model or make_model()
+    if not model.compiled:
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.fit(train_ds(), shuffle=False, verbose=0, callbacks=callbacks,
+                         **({"steps_per_epoch": 12, "epochs": 1} | fit_args)).history
 
-    def __init__(self, every, evaluate):
-        super().__init__()
-        self.every, self.evaluate, self.curve = every, evaluate, []
 
-    def on_train_begin(self, logs=None):
-        self.curve.append(self.evaluate(self.model))
+def test_the_notebooks_callback_validates_inside_fit_and_leaves_its_loss_alone():
+    ValidateEvery, validation_loss = notebook_function("ValidateEvery"), notebook_function("validation_loss")
+    train_and_validate = notebook_function("train_and_validate")
+    train_step, val_sums = notebook_steps(make_model())
+    loop_losses, loop_curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 12, 3)
+    true_loss = _fit([])["loss"][0]
+    assert true_loss == pytest.approx(np.mean(loop_losses), rel=1e-5)  # fit trains as the loop does
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    _, fit_val_sums = notebook_steps(model)
+    ours = ValidateEvery(3, lambda: validation_loss(val_ds(), fit_val_sums))
+    assert _fit([ours], model)["loss"][0] == pytest.approx(true_loss, rel=1e-6)  # fit's numbers untouched
+    assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]  # step 0 included
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in loop_curve], rtol=1e-5)
 
-    def on_train_batch_end(self, batch, logs=None):
-        if (batch + 1) % self.every == 0:
-            self.curve.append(self.evaluate(self.model))
+    across = ValidateEvery(3, lambda: V.evaluate(across.model, val_ds(), MSE)["loss"])
+    _fit([across], steps_per_epoch=4, epochs=3)
+    assert [step for step, _ in across.curve] == [0, 3, 6, 9, 12]  # steps counted across epochs, not per epoch
 
 
 def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_evaluate_does_not():
-    def fit(callbacks):
-        model = make_model()
-        model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return model.fit(train_ds(), steps_per_epoch=12, epochs=1, shuffle=False, verbose=0,
-                             callbacks=callbacks).history["loss"][0]
-
-    true_loss = fit([])
-    keras_way = _EvaluateEvery(3, lambda m: m.evaluate(val_ds(), verbose=0))
-    broken = fit([keras_way])
-    assert broken == pytest.approx(keras_way.curve[-1], rel=1e-6)  # the last validation loss
+    ValidateEvery = notebook_function("ValidateEvery")
+    true_loss = _fit([])["loss"][0]
+    keras_way = ValidateEvery(3, lambda: keras_way.model.evaluate(val_ds(), verbose=0))
+    broken = _fit([keras_way])["loss"][0]
+    assert broken == pytest.approx(keras_way.curve[-1][1], rel=1e-6)  # the last validation loss
     assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
-    ours = _EvaluateEvery(3, lambda m: V.evaluate(m, val_ds(), MSE)["loss"])
-    assert fit([ours]) == pytest.approx(true_loss, rel=1e-6)
-    np.testing.assert_allclose(ours.curve, keras_way.curve, rtol=1e-5)  # the same validation losses
+    ours = ValidateEvery(3, lambda: V.evaluate(ours.model, val_ds(), MSE)["loss"])
+    assert _fit([ours])["loss"][0] == pytest.approx(true_loss, rel=1e-6)
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in keras_way.curve], rtol=1e-5)
 
 
 def test_keras_fit_trains_the_same_with_and_without_validation_data():
