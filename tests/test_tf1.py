@@ -260,3 +260,65 @@ def test_the_ptb_producers_x_and_y_depend_on_a_dequeue():
                     todo += [t.op for t in op.inputs]
             assert any(op.type.startswith("QueueDequeue") for op in ancestors)
         assert [int(pipe.next_batch()[0][0, 0]) for _ in range(4)] == [0, 5, 10, 0]
+# --------------------------------------------------------------------------- 04 validation queues
+
+
+def _tf_data_passes(repeat_first: bool, passes: int, batches_per_pass: int | None = None) -> list:
+    """What a tf.data iterator made once reads, pass after pass: 10 ids in batches of 4, either
+    repeated before batching (cycling, like a queue) or not repeated at all (spent after one pass)."""
+    examples = tf.data.Dataset.range(10)
+    iterator = iter(examples.repeat().batch(4) if repeat_first else examples.batch(4))
+    if batches_per_pass is None:
+        return [[batch.numpy().tolist() for batch in iterator] for _ in range(passes)]
+    return [[next(iterator).numpy().tolist() for _ in range(batches_per_pass)] for _ in range(passes)]
+
+
+def test_a_cycling_validation_queue_runs_across_passes_like_a_repeated_tf_data_stream():
+    cycling = tf1.validation_queue_passes([3, 2, 4, 1], batch_size=4, num_epochs=None, passes=3, batches_per_pass=3)
+    assert cycling[0] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]  # ids 0 and 1 twice in pass 1
+    assert cycling[1][0][0] == 2 and cycling[2][0][0] == 4          # each pass starts elsewhere
+    assert cycling == _tf_data_passes(repeat_first=True, passes=3, batches_per_pass=3)
+
+
+def test_a_run_once_validation_queue_closes_for_good():
+    once = tf1.validation_queue_passes([3, 2, 4, 1], batch_size=4, num_epochs=1, passes=3)
+    assert once == [[[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]], [], []]  # the smaller last batch, then nothing
+    assert once == _tf_data_passes(repeat_first=False, passes=3)
+    two_epochs = tf1.validation_queue_passes([3, 2], batch_size=4, num_epochs=2, passes=2)
+    assert two_epochs == [[[0, 1, 2, 3], [4, 0, 1, 2], [3, 4]], []]  # batches run across the epochs too
+
+
+def test_a_cycling_queue_pass_that_is_not_bounded_is_refused():
+    with pytest.raises(ValueError, match="batches_per_pass"):
+        tf1.validation_queue_passes([3], batch_size=2, num_epochs=None, passes=1)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"chunk_sizes": []}, ValueError, "chunk_sizes is empty"),
+    ({"chunk_sizes": [3, 0]}, ValueError, r"chunk_sizes\[1\]"),
+    ({"chunk_sizes": [3, 1.5]}, TypeError, r"chunk_sizes\[1\]"),
+    ({"batch_size": 0}, ValueError, "batch_size"),
+    ({"num_epochs": 0}, ValueError, "num_epochs"),
+    ({"num_epochs": 1.0}, TypeError, "num_epochs"),
+    ({"passes": 0}, ValueError, "passes"),
+    ({"batches_per_pass": 0}, ValueError, "batches_per_pass"),
+    ({"timeout_ms": 0}, ValueError, "timeout_ms"),
+])
+def test_validation_queue_passes_bad_arguments(kwargs, error, match):
+    args = {"chunk_sizes": [3, 2], "batch_size": 4, "num_epochs": 1, "passes": 1} | kwargs
+    with pytest.raises(error, match=match):
+        tf1.validation_queue_passes(**args)
+
+
+def test_read_pass_reads_to_the_end_or_to_max_batches():
+    graph = tf.Graph()
+    with graph.as_default():
+        iterator = v1.data.make_initializable_iterator(tf.data.Dataset.range(7).batch(3))
+        batch = iterator.get_next()
+    with tf1.session(graph) as sess:
+        sess.run(iterator.initializer)
+        assert tf1.read_pass(sess, batch, max_batches=2) == [[0, 1, 2], [3, 4, 5]]
+        assert tf1.read_pass(sess, batch) == [[6]]
+        assert tf1.read_pass(sess, batch) == []
+        with pytest.raises(ValueError, match="max_batches"):
+            tf1.read_pass(sess, batch, max_batches=0)

@@ -764,3 +764,200 @@ def test_validate_at_checker_names_each_mistake(wrong, match):
     with pytest.raises(CheckFailed, match=match) as failure:
         checker("validation").check_validate_at(wrong)
     assert "iter(" not in str(failure.value) and "for x" not in str(failure.value)  # a hint, not code
+
+
+# --------------------------------------------------------------------------- the notebook's own code
+# Proofs that left notebook 04 (docs/validation.md lists where each went). The loop a learner
+# copies, `train_and_validate`, is taken from the notebook itself, not from a copy here.
+
+
+def notebook_function(name: str):
+    """The function or class ``name`` as notebook 04 defines it. Every ``def`` and ``class`` of the
+    notebook's code cells (not the exercise answers) is run in one namespace with np, tf and keras,
+    so a function finds the others it calls (``train_and_validate`` calls ``validation_loss``)."""
+    import ast
+
+    import nbformat
+
+    from tests.notebook_answers import BEGIN, ROOT
+
+    scope = {"np": np, "tf": tf, "keras": keras}
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    for cell in cells:
+        if cell.cell_type != "code" or BEGIN in cell.source or "%pip" in cell.source:  # answers; Colab's install
+            continue
+        nodes = [node for node in ast.parse(cell.source).body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+        exec(compile(ast.Module(nodes, []), f"{NOTEBOOK}:cell", "exec"), scope)  # noqa: S102 - our own notebook
+    if name not in scope:
+        raise LookupError(f"{NOTEBOOK}: no code cell defines {name}")
+    return scope[name]
+
+
+def notebook_steps(model: keras.Model, spec=None):
+    """The notebook's compiled ``train_step`` and ``val_sums`` for ``model`` (Adam 0.01, MSE)."""
+    make_steps = notebook_function("make_steps")
+    return make_steps(model, keras.optimizers.Adam(0.01), MSE, spec or train_ds().element_spec)
+
+
+@pytest.mark.parametrize("dense", [{}, {"kernel_regularizer": keras.regularizers.L2(0.1),
+                                        "activity_regularizer": keras.regularizers.L1(0.05)}])
+def test_the_notebooks_loop_equals_the_helper_and_keras_fit(dense):
+    train_and_validate = notebook_function("train_and_validate")
+    steps, every = 6, 3
+    train_step, val_sums = notebook_steps(make_model(**dense))
+    losses, curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, steps, every)
+    history = V.train_with_validation(make_model(**dense), keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(),
+                                      steps=steps, every=every)
+    assert [step for step, _ in curve] == history.eval_step == [0, 3, 6]
+    np.testing.assert_allclose([loss for _, loss in curve], history.val_metric(), rtol=1e-5)
+    np.testing.assert_allclose(losses, history.train_loss, rtol=1e-5)
+    assert train_step.experimental_get_tracing_count() == val_sums.experimental_get_tracing_count() == 1
+    keras_model = make_model(**dense)
+    keras_model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    assert curve[0][1] == pytest.approx(keras_evaluate(keras_model, val_ds())["loss"], rel=1e-5)  # step 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = keras_model.fit(train_ds(), steps_per_epoch=every, epochs=steps // every, validation_data=val_ds(),
+                              shuffle=False, verbose=0).history
+    np.testing.assert_allclose([loss for _, loss in curve[1:]], fit["val_loss"], rtol=1e-5)  # model.losses counted
+
+
+def test_the_notebooks_loop_trains_as_a_plain_loop_does():
+    train_and_validate = notebook_function("train_and_validate")
+    with_val, alone = make_model(), make_model()
+    train_step, val_sums = notebook_steps(with_val)
+    a, curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 8, 2)
+    alone_step, _ = notebook_steps(alone)
+    b = [float(alone_step(x, y)) for x, y in train_ds().take(8)]
+    assert [step for step, _ in curve] == [0, 2, 4, 6, 8] and a == b and same(snapshot(with_val), snapshot(alone))
+
+
+def test_the_notebooks_steps_trace_once_and_a_plain_tf_function_twice():
+    train_step, val_sums = notebook_steps(make_model())
+    plain = tf.function(val_sums.python_function)
+    sizes = []
+    for x, y in val_ds():  # batches of 8 and a last one of 6
+        _, n = val_sums(x, y)
+        plain(x, y)
+        sizes.append(int(n))
+    assert sizes[-1] != sizes[0]
+    assert val_sums.experimental_get_tracing_count() == 1 and plain.experimental_get_tracing_count() == 2
+
+
+def test_the_notebooks_pass_is_a_mean_over_examples_whatever_the_batch_size():
+    train_and_validate = notebook_function("train_and_validate")
+    model = make_model()
+    x, y = V.collect(val_ds())
+    exact = np.mean((model(x).numpy().astype(np.float64) - y) ** 2)
+    for size in (BATCH, 20, 50):
+        batches = V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED)
+        _, val_sums = notebook_steps(model, batches.element_spec)
+        curve = train_and_validate(train_ds(), batches, None, val_sums, 0, 1)[1]
+        assert curve[0][1] == pytest.approx(exact, rel=1e-5)
+
+
+def _fit(callbacks, model=None, **fit_args):
+    """Keras ``fit`` on the test stream (Adam 0.01, MSE): returns ``history.history``."""
+    model = model or make_model()
+    if not model.compiled:
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return model.fit(train_ds(), shuffle=False, verbose=0, callbacks=callbacks,
+                         **({"steps_per_epoch": 12, "epochs": 1} | fit_args)).history
+
+
+def test_the_notebooks_callback_validates_inside_fit_and_leaves_its_loss_alone():
+    ValidateEvery, validation_loss = notebook_function("ValidateEvery"), notebook_function("validation_loss")
+    train_and_validate = notebook_function("train_and_validate")
+    train_step, val_sums = notebook_steps(make_model())
+    loop_losses, loop_curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 12, 3)
+    true_loss = _fit([])["loss"][0]
+    assert true_loss == pytest.approx(np.mean(loop_losses), rel=1e-5)  # fit trains as the loop does
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    _, fit_val_sums = notebook_steps(model)
+    ours = ValidateEvery(3, lambda: validation_loss(val_ds(), fit_val_sums))
+    assert _fit([ours], model)["loss"][0] == pytest.approx(true_loss, rel=1e-6)  # fit's numbers untouched
+    assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]  # step 0 included
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in loop_curve], rtol=1e-5)
+
+    across = ValidateEvery(3, lambda: V.evaluate(across.model, val_ds(), MSE)["loss"])
+    _fit([across], steps_per_epoch=4, epochs=3)
+    assert [step for step, _ in across.curve] == [0, 3, 6, 9, 12]  # steps counted across epochs, not per epoch
+
+
+def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_evaluate_does_not():
+    ValidateEvery = notebook_function("ValidateEvery")
+    true_loss = _fit([])["loss"][0]
+    keras_way = ValidateEvery(3, lambda: keras_way.model.evaluate(val_ds(), verbose=0))
+    broken = _fit([keras_way])["loss"][0]
+    assert broken == pytest.approx(keras_way.curve[-1][1], rel=1e-6)  # the last validation loss
+    assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
+    ours = ValidateEvery(3, lambda: V.evaluate(ours.model, val_ds(), MSE)["loss"])
+    assert _fit([ours])["loss"][0] == pytest.approx(true_loss, rel=1e-6)
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in keras_way.curve], rtol=1e-5)
+
+
+def test_keras_fit_trains_the_same_with_and_without_validation_data():
+    runs = []
+    for fit_args in ({"validation_data": val_ds()}, {}):
+        model = make_model()
+        model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logs = model.fit(train_ds(), steps_per_epoch=3, epochs=3, shuffle=False, verbose=0, **fit_args).history
+        runs.append((logs, snapshot(model)))
+    (with_val, weights_with), (alone, weights_alone) = runs
+    assert len(with_val["val_loss"]) == 3 and "val_loss" not in alone
+    assert with_val["loss"] == alone["loss"] and same(weights_with, weights_alone)
+
+
+def test_keras_validation_freq_counts_epochs_not_steps():
+    model, at = make_model(), []
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss=MSE)
+    record = keras.callbacks.LambdaCallback(on_test_begin=lambda logs: at.append(int(model.optimizer.iterations)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(train_ds(), steps_per_epoch=3, epochs=4, validation_data=val_ds(), validation_freq=2,
+                  callbacks=[record], shuffle=False, verbose=0)
+    assert at == [6, 12]  # every 2 "epochs" of 3 steps; none before training
+
+
+def _tf1_ids():
+    """Built inside a graph: an endless training stream of ids 100, 101, ... and 10 validation ids."""
+    return tf.data.Dataset.range(100, 10**9).batch(4), tf.data.Dataset.range(10).batch(4)
+
+
+def test_tf1_reinitializable_iterator_resets_training_and_feedable_does_not():
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():  # one input, switched between datasets by re-initialising it
+        train, val = _tf1_ids()
+        iterator = v1.data.Iterator.from_structure(tf.int64, tf.TensorShape([None]))
+        batch = iterator.get_next()
+        to_train, to_val = iterator.make_initializer(train), iterator.make_initializer(val)
+    with tf1.session(graph) as sess:
+        sess.run(to_train)
+        before = [sess.run(batch).tolist() for _ in range(2)]
+        sess.run(to_val)
+        assert tf1.read_pass(sess, batch) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+        sess.run(to_train)
+        assert [sess.run(batch).tolist() for _ in range(2)] == before  # training starts over
+
+    graph = tf.Graph()
+    with graph.as_default():  # one iterator per dataset, a handle picks one
+        train, val = _tf1_ids()
+        handle = v1.placeholder(tf.string, [])
+        batch = v1.data.Iterator.from_string_handle(handle, tf.int64, tf.TensorShape([None])).get_next()
+        train_it, val_it = v1.data.make_initializable_iterator(train), v1.data.make_initializable_iterator(val)
+        handles = [train_it.string_handle(), val_it.string_handle()]
+    with tf1.session(graph) as sess:
+        train_h, val_h = sess.run(handles)
+        sess.run(train_it.initializer)
+        read = []
+        for _ in range(3):
+            read += [sess.run(batch, {handle: train_h}).tolist() for _ in range(2)]
+            sess.run(val_it.initializer)
+            assert tf1.read_pass(sess, batch, {handle: val_h}) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+        assert read == [list(range(100 + 4 * i, 104 + 4 * i)) for i in range(6)]  # training went on

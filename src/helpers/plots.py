@@ -435,62 +435,118 @@ def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smoo
     return ax.figure
 
 
-def validation_passes(history: Any, panels: list[tuple[str, list[list[list[int]]]]], *,
-                      without_eval: Any = None, smooth: int = 5) -> Any:
-    """Notebook 04's picture. Top: :func:`validation_curve` (log scale); with ``without_eval`` (the
-    same training run without evaluation) its training loss dashed over the first. Bottom, one
-    panel per ``(title, passes)``, each pass a list of batches of example ids: the id each position
-    of each pass read, as a coloured grid, a line between batches, "empty" for a pass of no example.
+def validation_passes(train_loss: Any, val_curve: list[tuple[int, float]],
+                      panels: list[tuple[str, list[list[list[int]]]]], *, examples: int | None = None,
+                      panels_title: str | None = None, reads: list[tuple[str, list[int]]] | None = None) -> Any:
+    """Notebook 04's picture.
 
-    >>> from types import SimpleNamespace
-    >>> h = SimpleNamespace(step=[1, 2], train_loss=[2.0, 1.0], eval_step=[0, 2], val=[{"loss": 3.0}, {"loss": 1.5}])
-    >>> fig = validation_passes(h, [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
-    ...                         without_eval=h)
-    >>> len(fig.axes)
-    3
+    Top left: ``train_loss`` (one loss per training step, steps counting from 1) as a thin line, the
+    validation loss of each full pass (``val_curve``: ``(step, loss)`` pairs, step 0 = before
+    training) as red dots labelled with their value, a dotted line at every evaluation; a log loss
+    axis with plain tick labels, so that the late, small losses stay apart. ``examples``: the size of
+    a pass, for the title.
+    Top right, when ``reads`` is given (``(label, batch number read at each step)`` pairs, steps from
+    1): which training batch each step read, one line per pair (the first solid, the others dashed),
+    with the same dotted lines at the evaluations.
+    Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
+    each pass read, in order, one cell per example, its batch shown by alternating fills; an id read
+    a second time in the same pass is filled red; "empty" marks a pass that read nothing. Each panel
+    is as wide as its longest pass. ``panels_title`` heads the bottom row.
+
+    >>> fig = validation_passes([2.0, 1.0, 0.8, 0.7], [(0, 2.5), (2, 1.5), (4, 0.9)],
+    ...                         [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
+    ...                         examples=3, reads=[("kept", [1, 2, 3, 4]), ("restarted", [1, 2, 1, 2])])
+    >>> len(fig.axes), fig.axes[0].get_title()
+    (4, 'A full pass over all 3 validation examples at step 0 and every 2 steps')
+
+    Raises ValueError for an empty ``train_loss`` or ``panels``, a panel with no id at all, or a
+    ``reads`` line of another length than ``train_loss``.
     """
-    import numpy as np
-
     apply_style()
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
-    fig = plt.figure(figsize=(11, 6.5))
-    grid = fig.add_gridspec(2, len(panels), height_ratios=[0.85, 1], hspace=0.5, wspace=0.12)
-    top = fig.add_subplot(grid[0, :])
-    validation_curve(history, top, smooth=smooth, log=True)
-    if without_eval is not None:
-        train = np.asarray(without_eval.train_loss, dtype=float)
-        steps = without_eval.step
-        if smooth > 1 and len(train) >= smooth:
-            train, steps = np.convolve(train, np.ones(smooth) / smooth, mode="valid"), steps[smooth - 1:]
-        top.plot(steps, train, "--", color="black", lw=1, label="the same training without evaluation")
-        top.legend()
-    n_val = history.val[-1].get("examples", "all") if history.val else "all"
-    every = history.eval_step[1] - history.eval_step[0] if len(history.eval_step) > 1 else 0
-    top.set_title(f"A full validation pass over {n_val} examples every {every} steps (dotted lines)")
+    train = np.asarray(train_loss, dtype=float)
+    if train.ndim != 1 or not len(train):
+        raise ValueError(f"train_loss must be one loss per training step, got shape {train.shape}")
+    if not panels:
+        raise ValueError("panels is empty: give at least one (title, passes)")
+    for label, numbers in reads or []:
+        if len(numbers) != len(train):
+            raise ValueError(f"reads[{label!r}] has {len(numbers)} steps, train_loss {len(train)}")
     flat = [[[i for batch in one for i in batch] for one in passes] for _, passes in panels]
-    width = max(len(ids) for passes in flat for ids in passes)
-    top_id = max(max(ids) for passes in flat for ids in passes if ids)
+    if any(not any(ids for ids in passes) for passes in flat):
+        raise ValueError("every panel needs at least one pass that read an id")
+    steps = np.arange(1, len(train) + 1)
+    evaluated = [step for step, _ in val_curve]
+
+    fig = plt.figure(figsize=(11, 8.2))
+    upper, lower = fig.subfigures(2, 1, height_ratios=[1, 0.95])
+    upper.subplots_adjust(left=0.07, right=0.98, top=0.88, bottom=0.17, wspace=0.22)
+    top_axes = upper.subplots(1, 2 if reads else 1, squeeze=False)[0]
+    top = top_axes[0]
+    top.plot(steps, train, color=COLORS[0], lw=1.2, label="training loss (one batch per step)")
+    if val_curve:
+        losses = [loss for _, loss in val_curve]
+        top.plot(evaluated, losses, "o-", color=COLORS[1], ms=6, label="validation loss (one full pass)")
+        for step, loss in val_curve:
+            top.annotate(f"{loss:.2f}", (step, loss), textcoords="offset points", xytext=(9, 6), fontsize=8,
+                         color=COLORS[1], bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"})
+    top.set_yscale("log")
+    top.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    top.set(xlabel="training step", ylabel="loss (MSE, log scale)")
+    top.legend(loc="upper right", fontsize=9)
+    pass_size = f"all {examples} validation examples" if examples is not None else "the validation set"
+    start = " at step 0 and" if val_curve and val_curve[0][0] == 0 else ""
+    every = f"{start} every {val_curve[-1][0] - val_curve[-2][0]} steps" if len(val_curve) > 1 else ""
+    top.set_title(f"A full pass over {pass_size}{every}", fontsize=11)
+    axes_with_steps = [top]
+    if reads:
+        right = top_axes[1]
+        for number, (label, read) in enumerate(reads):
+            right.plot(steps, read, color=COLORS[number % len(COLORS)], lw=1.8 if number == 0 else 1.4,
+                       ls="-" if number == 0 else "--", label=label)
+        right.set(xlabel="training step", ylabel="batch number in the training stream")
+        right.set_ylim(bottom=0)
+        right.legend(loc="upper left", fontsize=9)
+        right.set_title("Which training batch each step trains on", fontsize=11)
+        axes_with_steps.append(right)
+    for ax in axes_with_steps:
+        for step in evaluated:
+            ax.axvline(step, color="0.6", lw=0.6, ls=":", zorder=0)
+
+    widths = [max(1, max(len(ids) for ids in passes)) for passes in flat]
+    lower.subplots_adjust(left=0.07, right=0.98, top=0.74, bottom=0.2, wspace=0.08)
+    bottom_axes = lower.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
+    fills = ("#c6dbef", "#fdd9b5")  # alternating: one fill per batch
     for column, ((title, passes), ids_per_pass) in enumerate(zip(panels, flat)):
-        ax = fig.add_subplot(grid[1, column])
-        table = np.full((len(passes), width), np.nan)
-        for row, ids in enumerate(ids_per_pass):
-            table[row, :len(ids)] = ids
+        ax = bottom_axes[column]
+        for row, (one, ids) in enumerate(zip(passes, ids_per_pass)):
             if not ids:
-                ax.text((width - 1) / 2, row, "empty", ha="center", va="center", fontsize=9, color="0.4")
-            ends = np.cumsum([len(batch) for batch in passes[row]])[:-1]
-            for end in ends:  # a line between batches
-                ax.plot([end - 0.5, end - 0.5], [row - 0.5, row + 0.5], color="white", lw=2.5)
-        ax.imshow(table, cmap="viridis", vmin=0, vmax=top_id, aspect="auto")
-        for (row, col), value in np.ndenumerate(table):
-            if not np.isnan(value):
-                ax.text(col, row, int(value), ha="center", va="center", fontsize=8,
-                        color="white" if value < top_id / 2 else "black")
+                ax.text((widths[column] - 1) / 2, row, "empty", ha="center", va="center", fontsize=9, color="0.4")
+            col = 0
+            for batch_number, batch in enumerate(one):
+                for value in batch:
+                    twice = value in ids[:col]  # read a second time in this pass
+                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
+                                               facecolor="#f4a6a6" if twice else fills[batch_number % 2],
+                                               edgecolor=COLORS[1] if twice else "white"))
+                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9)
+                    col += 1
+        ax.set_xlim(-0.5, widths[column] - 0.5)
+        ax.set_ylim(len(passes) - 0.5, -0.5)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("position in the pass")
         ax.set_yticks(range(len(passes)), [f"pass {p}" for p in range(1, len(passes) + 1)] if column == 0 else [])
-        ax.set_xticks(range(width))
+        ax.set_xticks(range(widths[column]))
+        ax.tick_params(length=0)
         ax.grid(False)
+        for side in ("left", "bottom"):
+            ax.spines[side].set_visible(False)
+    if panels_title:
+        lower.suptitle(panels_title, fontsize=11, y=0.97)
+    lower.text(0.5, 0.02, "Each cell: the id of the example read; blue and orange: consecutive batches; "
+             "red: an example read a second time in the same pass", ha="center", fontsize=9)
     return fig
 
 

@@ -11,6 +11,8 @@ the tests and the benchmarks).
   for the two TF1 answers (feed averaged gradients; accumulator variables in the graph).
 * :class:`QueuePipeline` and :func:`ptb_batches`: the PTB producer (notebook 03): a range queue
   hands out the window index, strided slices cut the batch.
+* :func:`read_pass` and :func:`validation_queue_passes`: notebook 04's validation queue, cycling
+  forever or run once, read pass after pass in one session (why neither gives exact passes).
 * :class:`ValidationPasses`: a TF1 copy of a Keras MLP with two ways to run a validation pass
   (notebook 04): the source's new session + restore + queue runners, and the TF1 fix, a re-initialised
   ``tf.data`` iterator in one long-lived session.
@@ -34,7 +36,8 @@ from helpers.arguments import require_int
 from helpers.batching import as_token_ids, batch_checksum, ptb_layout
 from helpers.validation import chunk_examples, collect, generated_dataset
 
-__all__ = ["session", "session_tensor", "QueuePipeline", "ptb_batches", "ValidationPasses", "DEFAULT_TIMEOUT_MS"]
+__all__ = ["session", "session_tensor", "QueuePipeline", "ptb_batches", "read_pass", "validation_queue_passes",
+           "ValidationPasses", "DEFAULT_TIMEOUT_MS"]
 
 v1 = tf.compat.v1
 DEFAULT_TIMEOUT_MS = 10_000
@@ -296,6 +299,71 @@ def ptb_batches(raw_ids: Any, batch_size: int, num_steps: int, num_batches: int)
 
 
 # --------------------------------------------------------------------------- notebook 04: validation passes
+
+
+def read_pass(sess: Any, batch: Any, feed_dict: Any = None, *, max_batches: int | None = None) -> list[list]:
+    """Run ``batch`` until the input says ``OutOfRangeError`` (or ``max_batches`` were read): one
+    validation pass, as a list of batches (``.tolist()`` of each). A pass that ends at once is ``[]``.
+
+    >>> graph = tf.Graph()
+    >>> with graph.as_default():
+    ...     batch = tf.compat.v1.data.make_one_shot_iterator(tf.data.Dataset.range(5).batch(2)).get_next()
+    >>> with session(graph) as sess:
+    ...     read_pass(sess, batch), read_pass(sess, batch)
+    ([[0, 1], [2, 3], [4]], [])
+    """
+    require_int("max_batches", max_batches, minimum=1, allow_none=True)
+    batches: list[list] = []
+    try:
+        while max_batches is None or len(batches) < max_batches:
+            batches.append(sess.run(batch, feed_dict=feed_dict).tolist())
+    except tf.errors.OutOfRangeError:
+        pass
+    return batches
+
+
+def validation_queue_passes(chunk_sizes: Sequence[int], batch_size: int, *, num_epochs: int | None, passes: int,
+                            batches_per_pass: int | None = None,
+                            timeout_ms: int = DEFAULT_TIMEOUT_MS) -> list[list[list[int]]]:
+    """Read ``passes`` validation passes from the source's TF1 validation queue, in one session.
+
+    The pipeline of notebook 04's source: ``range_input_producer`` hands out raw chunk numbers, a
+    generator (``py_func``) makes ``chunk_sizes[c]`` examples from chunk ``c`` (each example is its
+    id: chunk 0 makes ids ``0 .. chunk_sizes[0] - 1``, and so on), ``tf.train.batch`` batches them
+    (a smaller last batch allowed when the queue ends). ``num_epochs=None``: the queue cycles
+    forever, so a pass must stop after ``batches_per_pass`` batches; ``num_epochs=1``: the queue runs
+    once, closes, and a pass reads until ``OutOfRangeError``. Returns each pass's batches of ids.
+
+    >>> validation_queue_passes([3, 2], batch_size=2, num_epochs=1, passes=2)
+    [[[0, 1], [2, 3], [4]], []]
+    >>> validation_queue_passes([3, 2], batch_size=2, num_epochs=None, passes=2, batches_per_pass=3)
+    [[[0, 1], [2, 3], [4, 0]], [[1, 2], [3, 4], [0, 1]]]
+
+    Raises ValueError for an empty ``chunk_sizes`` or a size < 1, ``batch_size``, ``passes``,
+    ``num_epochs`` or ``batches_per_pass`` < 1, and ``num_epochs=None`` without ``batches_per_pass``
+    (a pass over a queue that never ends would never end).
+    """
+    sizes = [require_int(f"chunk_sizes[{i}]", n, minimum=1) for i, n in enumerate(chunk_sizes)]
+    if not sizes:
+        raise ValueError("chunk_sizes is empty: give the number of examples of at least one chunk")
+    require_int("batch_size", batch_size, minimum=1)
+    require_int("num_epochs", num_epochs, minimum=1, allow_none=True)
+    require_int("passes", passes, minimum=1)
+    require_int("batches_per_pass", batches_per_pass, minimum=1, allow_none=True)
+    if num_epochs is None and batches_per_pass is None:
+        raise ValueError("num_epochs=None makes a queue that cycles forever: say where a pass ends with "
+                         "batches_per_pass=...")
+    offsets = np.cumsum([0] + sizes)
+    graph = tf.Graph()
+    with graph.as_default():
+        chunk = v1.train.range_input_producer(len(sizes), num_epochs=num_epochs, shuffle=False).dequeue()
+        ids = v1.py_func(lambda c: np.arange(offsets[c], offsets[c + 1], dtype=np.int64), [chunk], tf.int64,
+                         stateful=False)
+        ids.set_shape([None])
+        batch = v1.train.batch([ids], batch_size, enqueue_many=True, num_threads=1,
+                               allow_smaller_final_batch=num_epochs is not None)
+    with session(graph, queue_runners=True, timeout_ms=timeout_ms) as sess:
+        return [read_pass(sess, batch, max_batches=batches_per_pass) for _ in range(passes)]
 
 
 class ValidationPasses:
