@@ -121,20 +121,28 @@ def test_validation_passes_draws_the_curve_and_one_grid_per_panel():
 # --------------------------------------------------------------------------- 05 network snapshots
 
 
-def test_snapshot_lag_draws_one_line_per_policy_and_the_sync_marks():
+def test_snapshot_lag_marks_each_sync_where_the_periodic_curve_drops():
     import numpy as np
     import pytest
 
-    curves = {"hard every step": np.full(30, 0.1), "hard every 10": (np.arange(30) % 10 + 1) / 10,
-              "soft": np.linspace(0.1, 0.5, 30)}
-    fig = plots.snapshot_lag(curves, every=10)
+    curves = {"hard every step": np.ones(30), "hard every 10": np.arange(30) % 10 + 1.0, "soft": np.full(30, 9.0)}
+    fig = plots.snapshot_lag(curves, every=10, level=(10.0, "1/τ = 10"))
     ax = fig.axes[0]
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert labels[:3] == list(curves) and len(labels) == 3 + 3  # three curves, sync marks at 1, 11, 21
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines[:3]] == list(curves)
+    marks = [line for line in lines if line.get_linestyle() == ":"]
+    # a sync before steps 1, 11, 21: between step 10 (the peak) and step 11 (back to one update)
+    assert [float(m.get_xdata()[0]) for m in marks] == [0.5, 10.5, 20.5]
+    peaks = np.flatnonzero(np.diff(curves["hard every 10"]) < 0) + 1  # steps after which the curve drops
+    assert [float(p) + 0.5 for p in peaks] == [10.5, 20.5]
+    level = [line for line in lines if line.get_linestyle() == "--"]
+    assert len(level) == 1 and list(level[0].get_ydata()) == [10.0, 10.0]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend == list(curves) + ["hard sync (every 10)"]  # one legend entry for all the marks
-    assert ax.get_xlabel() == "training step"
+    assert legend == list(curves) + ["1/τ = 10", "hard sync of the every-10 copy"]  # one entry for all marks
+    assert ax.get_xlabel() == "training step" and "updates behind" in ax.get_ylabel()
     with pytest.raises(ValueError, match="at least one"):
         plots.snapshot_lag({})
     with pytest.raises(ValueError, match=r"curves\['bad'\]"):
         plots.snapshot_lag({"bad": np.zeros((2, 2))})
+    with pytest.raises(ValueError, match="every must be a positive"):
+        plots.snapshot_lag(curves, every=0)

@@ -840,3 +840,144 @@ def test_cost_helpers_refuse_bad_arguments(tmp_path):
         S.copy_methods(model, past, str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="differ in structure"):
         S.copy_methods(model, sequential(units=7), str(tmp_path))
+
+
+# ----------------------------------------------------------------- the notebook's own code (what a learner copies)
+# The notebook teaches `make_sync` and the question's training step as code to copy; these tests run
+# that code, read from the notebook, so that what leaves the notebook's Proof stays proven.
+
+
+def _from_notebook(*names):
+    """The top-level definitions ``names`` (functions and assignments) of notebook 05's code cells,
+    executed in order in a namespace holding ``np``, ``tf`` and ``keras``."""
+    import ast
+
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    wanted, found, scope = set(names), [], {"np": np, "tf": tf, "keras": keras}
+    for cell in cells:
+        if cell.cell_type != "code" or cell.source.lstrip().startswith(("%", "# Colab")):
+            continue
+        for node in ast.parse(cell.source).body:
+            defined = {node.name} if isinstance(node, ast.FunctionDef) else {
+                t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)}
+            if defined & wanted:
+                found.append(node)
+                wanted -= defined
+    assert not wanted, f"notebook {NOTEBOOK} no longer defines {sorted(wanted)}"
+    exec(compile(ast.Module(body=found, type_ignores=[]), NOTEBOOK, "exec"), scope)  # noqa: S102 - our notebook
+    return scope
+
+
+@pytest.fixture(scope="module")
+def nb():
+    return _from_notebook("make_b", "make_sync", "mse", "LAMBDA", "make_train_step", "make_models")
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(32, 4)).astype("float32")
+    return xs, (np.sin(xs[:, :1]) + xs[:, 1:2] * xs[:, 2:3]).astype("float32")
+
+
+@pytest.mark.parametrize("kind", ["sequential", "functional"])
+def test_make_sync_copies_all_state_as_snapshots_sync_does(nb, kind):
+    keras.utils.set_random_seed(11)
+    model = BUILDERS[kind]()  # with BatchNorm and Dropout (a seed generator's state)
+    train(model)
+    past, helper_past = keras.models.clone_model(model), keras.models.clone_model(model)
+    nb["make_sync"](model, past)()
+    S.sync(model, helper_past)
+    assert same(values(past), values(helper_past)) and same(values(past), values(model))
+    np.testing.assert_array_equal(past(X).numpy(), model(X).numpy())
+
+
+def test_make_sync_refuses_another_architecture_before_writing_anything(nb):
+    keras.utils.set_random_seed(12)
+    model = sequential()
+    before = [v.numpy() for v in model.variables]
+    for other, match in [(sequential(units=7), r"cannot copy source .*kernel \(5, 6\) into target .*\(5, 7\)"),
+                         (keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)]), r"source has 9 variables, target 2")]:
+        other_before = [v.numpy() for v in other.variables]
+        with pytest.raises(ValueError, match=match):
+            nb["make_sync"](model, other)
+        assert all(np.array_equal(a, v.numpy()) for a, v in zip(other_before, other.variables))
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables))
+
+
+def test_the_questions_step_copies_the_weights_from_before_the_update_and_this_steps_statistics(nb):
+    # The training-mode pass moves BatchNorm's statistics before the sync: the copy gets the weights
+    # from before this step's update and the statistics after this step's batch (docs/snapshots.md).
+    xs, ys = _data()
+    net_a, net_b, past_b = nb["make_models"]()
+    step = nb["make_train_step"](net_a, net_b, past_b, keras.optimizers.Adam(0.01))
+    for _ in range(3):
+        weights = [v.numpy() for v in net_b.variables if not v.name.startswith("moving")]
+        step(xs, ys)
+        past_weights = [v.numpy() for v in past_b.variables if not v.name.startswith("moving")]
+        assert all(np.array_equal(p, w) for p, w in zip(past_weights, weights))
+        statistics = [(p.numpy(), b.numpy()) for p, b in zip(past_b.variables, net_b.variables) if p.name.startswith("moving")]
+        assert len(statistics) == 2 and all(np.array_equal(p, b) for p, b in statistics)
+
+
+def _question_loss(nb, net_a, net_b, past_b, xs, ys, stop_past=False):
+    h = net_a(xs, training=False)
+    y_now, y_past = net_b(h, training=False), past_b(h, training=False)
+    if stop_past:
+        y_past = tf.stop_gradient(y_past)
+    return nb["mse"](ys, y_now) + nb["LAMBDA"] * nb["mse"](y_past, y_now)
+
+
+def test_a_tape_watching_only_a_and_b_gives_the_same_gradients_and_none_for_the_copy(nb):
+    # Moved from the notebook's Proof: a default tape watches the frozen copy too (it returns 6 of its 8
+    # variables' gradients if asked, tripwire in test_upstream.py); the variable list given to
+    # tape.gradient is what keeps them out. Watching only A and B gives the same gradients, less work.
+    xs, ys = _data()
+    net_a, net_b, past_b = nb["make_models"]()
+    variables = net_a.trainable_variables + net_b.trainable_variables
+    with tf.GradientTape(persistent=True) as tape:
+        loss = _question_loss(nb, net_a, net_b, past_b, xs, ys)
+    assert sum(g is not None for g in tape.gradient(loss, past_b.variables)) == 6 and not past_b.trainable
+    with tf.GradientTape(watch_accessed_variables=False, persistent=True) as watched:
+        watched.watch([v.value for v in variables])  # tape.watch(a Keras variable) raises ValueError: its .value
+        watched_loss = _question_loss(nb, net_a, net_b, past_b, xs, ys)
+    for g, w in zip(tape.gradient(loss, variables), watched.gradient(watched_loss, variables)):
+        np.testing.assert_array_equal(g, w)
+    assert all(g is None for g in watched.gradient(watched_loss, past_b.variables))
+
+
+def test_as_tf1s_getter_a_gets_gradient_through_the_past_copy(nb):
+    # Moved from the notebook's Proof: the copy's *output* passes gradient back to A (the TF1 getter
+    # stopped gradients at the copy's variables, not at its output); stop_gradient on the output differs.
+    xs, ys = _data()
+    net_a, net_b, past_b = nb["make_models"]()
+    net_b.get_layer("head").bias.assign_add([0.5])  # the copy now differs from B: its term has a gradient
+    kernel = net_a.trainable_variables[0]
+    grads = []
+    for stop in (False, True):
+        with tf.GradientTape() as tape:
+            loss = _question_loss(nb, net_a, net_b, past_b, xs, ys, stop_past=stop)
+        grads.append(tape.gradient(loss, kernel).numpy())
+    assert not np.allclose(grads[0], grads[1])
+
+
+def test_a_frozen_copy_stays_out_of_any_trainable_collection_and_any_optimizer_step(nb):
+    # Moved from the notebook's Proof: code that gathers every trainable variable of an object holding
+    # A, B and the copy would train the copy unless past_b.trainable is False.
+    xs, ys = _data()
+    net_a, net_b, past_b = nb["make_models"]()
+    holder = keras.layers.Layer()
+    holder.parts = [net_a, net_b, past_b]
+    assert len(holder.trainable_variables) == 8
+    past_b.trainable = True
+    assert len(holder.trainable_variables) == 14
+    past_b.trainable = False
+    before = [v.numpy() for v in past_b.variables]
+    with tf.GradientTape() as tape:
+        loss = _question_loss(nb, net_a, net_b, past_b, xs, ys)
+    keras.optimizers.SGD(0.1).apply_gradients(zip(tape.gradient(loss, holder.trainable_variables),
+                                                  holder.trainable_variables))
+    assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, past_b.variables))

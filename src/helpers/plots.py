@@ -323,12 +323,15 @@ def validation_passes(history: Any, panels: list[tuple[str, list[list[list[int]]
 # --------------------------------------------------------------------------- 05 network snapshots
 
 
-def snapshot_lag(curves: dict[str, Any], *, every: int | None = None) -> Any:
-    """How far a past network lags behind the current one: one line per sync policy.
+def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None) -> Any:
+    """How many updates a past network is behind the current one: one line per way of refreshing it.
 
-    ``curves`` maps a policy's name to the distance ``‖current − past‖`` after each training step
-    (``snapshots.parameter_distance``). ``every`` marks the steps of a periodic hard sync with
-    dotted vertical lines (every ``every`` steps), so the saw-tooth reads against its cause.
+    ``curves`` maps a refresh policy's name to its lag after each training step, in updates: the
+    distance ``‖current − past‖`` divided by the size of that step's own update (a copy refreshed
+    right before every update is exactly 1 behind). ``every`` marks the hard syncs of a periodic copy
+    (before steps 1, every + 1, 2 every + 1, …) with dotted vertical lines *between* the step before
+    a sync and the step after it, where its curve drops. ``level = (value, label)`` draws a dashed
+    horizontal reference (a soft copy's ``1/τ``).
 
     >>> import numpy as np
     >>> fig = snapshot_lag({"hard, every step": np.ones(20), "hard, every 10": np.arange(20) % 10 + 1.0}, every=10)
@@ -338,21 +341,29 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None) -> Any:
     import numpy as np
 
     if not curves:
-        raise ValueError("curves must hold at least one policy's distances")
-    fig, ax = new_figure()
+        raise ValueError("curves must hold at least one policy's lags")
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+        raise ValueError(f"every must be a positive number of steps, got {every!r}")
+    arrays = {}
     for name, curve in curves.items():
-        curve = np.asarray(curve, dtype=float)
-        if curve.ndim != 1 or curve.size == 0:
-            raise ValueError(f"curves[{name!r}] must be a non-empty 1-D sequence of distances, got shape {curve.shape}")
-        ax.plot(np.arange(1, curve.size + 1), curve, label=name)
+        arrays[name] = np.asarray(curve, dtype=float)
+        if arrays[name].ndim != 1 or arrays[name].size == 0:
+            raise ValueError(f"curves[{name!r}] must be a non-empty 1-D sequence of lags, got shape {arrays[name].shape}")
+    fig, ax = new_figure(width=8.5, height=4.2)
+    for (name, curve), width in zip(arrays.items(), [2.5, 1.8, 1.8, 1.8, 1.8, 1.8]):
+        ax.plot(np.arange(1, curve.size + 1), curve, lw=width, label=name)
+    steps = max(curve.size for curve in arrays.values())
+    if level is not None:
+        ax.axhline(level[0], color="grey", ls="--", lw=1, label=level[1])
     if every is not None:
-        steps = max(len(c) for c in curves.values())
-        for t in range(1, steps + 1, every):
-            label = f"hard sync (every {every})" if t == 1 else "_nolegend_"
-            ax.axvline(t, color="grey", linestyle=":", linewidth=0.8, label=label)
+        for k, t in enumerate(range(0, steps, every)):  # a sync before step t + 1 separates steps t and t + 1
+            ax.axvline(t + 0.5, color="grey", ls=":", lw=1.2,
+                       label=f"hard sync of the every-{every} copy" if k == 0 else "_nolegend_")
+    ax.set_xlim(0, steps + 0.5)
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("training step")
-    ax.set_ylabel("‖current − past‖ (trainable weights)")
-    ax.set_title("How far the past network lags behind the current one")
-    ax.legend()
+    ax.set_ylabel("updates behind\n(‖current − past‖ ÷ this step's update)")
+    ax.set_title("How many updates the past network is behind the current one")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
     fig.tight_layout()
     return fig
