@@ -405,7 +405,7 @@ def test_05_use_ema_averages_the_trainable_variables_only():
     optimizer.finalize_variable_values(model.trainable_variables)
     fact = ("an optimizer's use_ema=True keeps one average per trainable variable and none for "
             "BatchNorm's moving statistics (finalize_variable_values leaves them as they are)")
-    section = "Now (TF2): the Keras answers"
+    section = "Now (TF2): What Keras offers"
     assert len(averages) == len(model.trainable_variables) and statistics, lesson(NB05, section, fact)
     assert not any("moving" in v.path for v in averages), lesson(NB05, section, fact)
     assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, statistics)), lesson(NB05, section, fact)
@@ -427,7 +427,7 @@ def test_05_use_ema_is_a_soft_update_with_tau_one_minus_momentum_starting_from_a
         expected = now if expected is None else [0.8 * e + 0.2 * w for e, w in zip(expected, now)]
     averages = [v.numpy() for v in optimizer.variables if v.path.endswith("_average")]
     assert all(np.allclose(a, e, rtol=1e-5, atol=1e-6) for a, e in zip(averages, expected)), lesson(
-        NB05, "Now (TF2): the Keras answers",
+        NB05, "Now (TF2): What Keras offers",
         "use_ema's average after each step is average = m * average + (1 - m) * weight, a soft update with "
         "tau = 1 - ema_momentum, and the first step copies the weights")
 
@@ -442,7 +442,7 @@ def test_05_clone_model_does_not_copy_weights():
     clone = keras.models.clone_model(model)
     copied = [np.array_equal(a.numpy(), b.numpy()) for a, b in zip(model.variables, clone.variables)]
     assert not all(copied) and len(clone.variables) == len(model.variables), lesson(
-        NB05, "Now (TF2): a second model and one compiled sync",
+        NB05, "The question (the trap) and Now (TF2)",
         "keras.models.clone_model copies the architecture with fresh values, not the weights")
 
 
@@ -463,7 +463,7 @@ def test_05_set_weights_cannot_run_inside_a_tf_function():
     except Exception as error:  # noqa: BLE001 - the type is the fact
         raised = type(error).__name__
     assert raised == "NotImplementedError", lesson(
-        NB05, "Now (TF2): the Keras answers",
+        NB05, "Now (TF2): What Keras offers",
         f"set_weights(get_weights()) fails inside a tf.function with NotImplementedError (now: {raised})")
 
 
@@ -479,11 +479,11 @@ def test_05_a_stateful_rnns_states_are_neither_variables_nor_weights():
     fact = ("a stateful RNN's states are in layer.states, not in model.variables nor get_weights(), so "
             "set_weights(get_weights()) leaves them behind (helpers.snapshots walks them separately)")
     assert len(states) == 2 and not states & {id(v) for v in model.variables}, lesson(
-        NB05, "Now (TF2): the Keras answers", fact)
+        NB05, "Now (TF2): What Keras offers", fact)
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
     assert not np.array_equal(copy(sequence).numpy(), model(sequence).numpy()), lesson(
-        NB05, "Now (TF2): the Keras answers", fact)
+        NB05, "Now (TF2): What Keras offers", fact)
 
 
 def test_05_a_default_tape_watches_a_frozen_models_variables():
@@ -495,5 +495,5 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
         out = tf.reduce_sum(model(x, training=False))
     grads = tape.gradient(out, model.variables)
     assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
-        NB05, "Proof, claim (4)", "model.trainable = False does not stop a default GradientTape from computing "
+        NB05, "Now (TF2): the question's training step (docs/snapshots.md)", "model.trainable = False does not stop a default GradientTape from computing "
         "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")
