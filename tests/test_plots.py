@@ -121,7 +121,7 @@ def test_validation_passes_draws_the_curve_and_one_grid_per_panel():
 # --------------------------------------------------------------------------- 05 network snapshots
 
 
-def test_snapshot_lag_marks_each_sync_where_the_periodic_curve_drops():
+def test_snapshot_lag_marks_each_sync_on_the_peak_before_the_periodic_curve_drops():
     import numpy as np
     import pytest
 
@@ -131,18 +131,37 @@ def test_snapshot_lag_marks_each_sync_where_the_periodic_curve_drops():
     lines = ax.get_lines()
     assert [line.get_label() for line in lines[:3]] == list(curves)
     marks = [line for line in lines if line.get_linestyle() == ":"]
-    # a sync before steps 1, 11, 21: between step 10 (the peak) and step 11 (back to one update)
-    assert [float(m.get_xdata()[0]) for m in marks] == [0.5, 10.5, 20.5]
-    peaks = np.flatnonzero(np.diff(curves["hard every 10"]) < 0) + 1  # steps after which the curve drops
-    assert [float(p) + 0.5 for p in peaks] == [10.5, 20.5]
+    # the lag at step t is measured at t's evaluation; the periodic copy syncs in steps 10, 20, 30
+    assert [float(m.get_xdata()[0]) for m in marks] == [10.0, 20.0, 30.0]
+    steps = np.arange(1, 31)
+    peaks = steps[:-1][np.diff(curves["hard every 10"]) < 0]  # the last step before each drop
+    assert list(peaks) == [10, 20] and all(curves["hard every 10"][p - 1] == 10.0 for p in peaks)
     level = [line for line in lines if line.get_linestyle() == "--"]
     assert len(level) == 1 and list(level[0].get_ydata()) == [10.0, 10.0]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
     assert legend == list(curves) + ["1/τ = 10", "hard sync of the every-10 copy"]  # one entry for all marks
-    assert ax.get_xlabel() == "training step" and "updates behind" in ax.get_ylabel()
+    assert ax.get_xlabel() == "training step t" and "updates behind" in ax.get_ylabel()
     with pytest.raises(ValueError, match="at least one"):
         plots.snapshot_lag({})
     with pytest.raises(ValueError, match=r"curves\['bad'\]"):
         plots.snapshot_lag({"bad": np.zeros((2, 2))})
     with pytest.raises(ValueError, match="every must be a positive"):
         plots.snapshot_lag(curves, every=0)
+
+
+def test_snapshot_step_order_shows_evaluate_sync_update_and_the_past_one_update_behind():
+    import pytest
+
+    fig = plots.snapshot_step_order(2)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert [t for t in texts if t.startswith(("evaluate", "sync", "update"))] == [
+        "evaluate both", "sync: past ← B", "update B"] * 2
+    versions = [t for t in texts if t.startswith("$")]
+    # per phase: B's version, then the past copy's: evaluate (t, t-1), sync (t, t), update (t+1, t), ...
+    assert versions[:6] == [r"$\theta_{t}$", r"$\theta_{t-1}$", r"$\theta_{t}$", r"$\theta_{t}$",
+                            r"$\theta_{t+1}$", r"$\theta_{t}$"]
+    assert versions[6:8] == [r"$\theta_{t+1}$", r"$\theta_{t}$"]  # step t + 1 evaluates with the past one behind
+    assert "step t" in texts and "step t + 1" in texts
+    for bad in (0, 5, True, 1.5):
+        with pytest.raises(ValueError, match="steps must be an int from 1 to 4"):
+            plots.snapshot_step_order(bad)

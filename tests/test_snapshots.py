@@ -843,12 +843,13 @@ def test_cost_helpers_refuse_bad_arguments(tmp_path):
 
 
 # ----------------------------------------------------------------- the notebook's own code (what a learner copies)
-# The notebook teaches `make_sync` and the question's training step as code to copy; these tests run
-# that code, read from the notebook, so that what leaves the notebook's Proof stays proven.
+# The notebook teaches `make_sync` and the question's training step (`WithPastB.train_step`, run by
+# `fit`) as code to copy; these tests run that code, read from the notebook, so that what leaves the
+# notebook's Proof stays proven.
 
 
 def _from_notebook(*names):
-    """The top-level definitions ``names`` (functions and assignments) of notebook 05's code cells,
+    """The top-level definitions ``names`` (functions, classes and assignments) of notebook 05's code cells,
     executed in order in a namespace holding ``np``, ``tf`` and ``keras``."""
     import ast
 
@@ -862,7 +863,7 @@ def _from_notebook(*names):
         if cell.cell_type != "code" or cell.source.lstrip().startswith(("%", "# Colab")):
             continue
         for node in ast.parse(cell.source).body:
-            defined = {node.name} if isinstance(node, ast.FunctionDef) else {
+            defined = {node.name} if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else {
                 t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)}
             if defined & wanted:
                 found.append(node)
@@ -874,13 +875,21 @@ def _from_notebook(*names):
 
 @pytest.fixture(scope="module")
 def nb():
-    return _from_notebook("make_b", "make_sync", "mse", "LAMBDA", "make_train_step", "make_models")
+    return _from_notebook("make_b", "make_sync", "WithPastB", "mse", "LAMBDA", "make_models")
 
 
 def _data():
     rng = np.random.default_rng(0)
     xs = rng.normal(size=(32, 4)).astype("float32")
     return xs, (np.sin(xs[:, :1]) + xs[:, 1:2] * xs[:, 2:3]).astype("float32")
+
+
+def _fit_model(nb, learning_rate=0.01):
+    """The notebook's ``WithPastB`` on fresh ``make_models()``, compiled as the notebook does, and its
+    one-batch dataset (one step per epoch)."""
+    model = nb["WithPastB"](*nb["make_models"]())
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate))
+    return model, tf.data.Dataset.from_tensor_slices(_data()).batch(32)
 
 
 @pytest.mark.parametrize("kind", ["sequential", "functional"])
@@ -911,12 +920,11 @@ def test_make_sync_refuses_another_architecture_before_writing_anything(nb):
 def test_the_questions_step_copies_the_weights_from_before_the_update_and_this_steps_statistics(nb):
     # The training-mode pass moves BatchNorm's statistics before the sync: the copy gets the weights
     # from before this step's update and the statistics after this step's batch (docs/snapshots.md).
-    xs, ys = _data()
-    net_a, net_b, past_b = nb["make_models"]()
-    step = nb["make_train_step"](net_a, net_b, past_b, keras.optimizers.Adam(0.01))
+    model, dataset = _fit_model(nb)
+    net_b, past_b = model.net_b, model.past_b
     for _ in range(3):
         weights = [v.numpy() for v in net_b.variables if not v.name.startswith("moving")]
-        step(xs, ys)
+        model.fit(dataset, shuffle=False, verbose=0)
         past_weights = [v.numpy() for v in past_b.variables if not v.name.startswith("moving")]
         assert all(np.array_equal(p, w) for p, w in zip(past_weights, weights))
         statistics = [(p.numpy(), b.numpy()) for p, b in zip(past_b.variables, net_b.variables) if p.name.startswith("moving")]
@@ -981,3 +989,78 @@ def test_a_frozen_copy_stays_out_of_any_trainable_collection_and_any_optimizer_s
     keras.optimizers.SGD(0.1).apply_gradients(zip(tape.gradient(loss, holder.trainable_variables),
                                                   holder.trainable_variables))
     assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, past_b.variables))
+
+
+def test_fit_reports_the_questions_loss_and_trains_only_a_and_b(nb):
+    # The loss fit reports is the step's loss (a train_step returning {"loss": loss} without a metric
+    # listed in `metrics` reports 0.0 in Keras 3), computed on the models before the update; Adam
+    # keeps moments for A's and B's 8 trainable variables and none for the copy.
+    xs, ys = _data()
+    net_a, net_b, past_b = nb["make_models"]()  # the same start as _fit_model's
+    h = net_a(xs, training=True)
+    y_now, y_past = net_b(h, training=True), past_b(h, training=False)
+    expected = float(nb["mse"](ys, y_now) + nb["LAMBDA"] * nb["mse"](y_past, y_now))
+    model, dataset = _fit_model(nb)
+    reported = model.fit(dataset, epochs=2, shuffle=False, verbose=0).history["loss"]
+    assert reported[0] == pytest.approx(expected, rel=1e-5) and reported[1] < reported[0]
+    assert len(model.trainable_variables) == 8
+    moments = [v for v in model.optimizer.variables if v.path.endswith(("_momentum", "_velocity"))]
+    assert len(moments) == 2 * 8  # two per trained variable; the copy's 6 weights would add 12
+    model.past_b.trainable = True  # the wrong version: the step would train the copy's 6 weights too
+    assert len(model.trainable_variables) == 14
+
+
+def test_tf1s_scopes_and_sync_op_compute_what_the_fit_model_computes(nb):
+    # Moved from the notebook's TF1 section (which prints the losses): after 3 steps, TF1's B_past
+    # holds what the fit model's past_b holds, all 8 variables, BatchNorm's statistics included.
+    from helpers import tf1
+
+    v1 = tf.compat.v1
+    xs, ys = _data()
+    start_a, start_b, _ = nb["make_models"]()
+    graph = tf.Graph()
+    with graph.as_default():
+        x_in, y_in = v1.placeholder(tf.float32, [None, 4]), v1.placeholder(tf.float32, [None, 1])
+        with v1.variable_scope("A"):
+            h, _ = tf1.network_from_keras(x_in, start_a, training=True)
+        with v1.variable_scope("B_now"):
+            now, moving_updates = tf1.network_from_keras(h, start_b, training=True)
+        with v1.variable_scope("B_past", custom_getter=lambda getter, *a, **k: tf.stop_gradient(getter(*a, **k))):
+            past, _ = tf1.network_from_keras(h, start_b, training=False)
+        now_vars, past_vars = v1.global_variables("B_now/"), v1.global_variables("B_past/")
+        loss = v1.losses.mean_squared_error(y_in, now) + nb["LAMBDA"] * v1.losses.mean_squared_error(past, now)
+        with tf.control_dependencies([loss, *moving_updates]):
+            sync_op = tf.group(*[p.assign(n) for n, p in zip(now_vars, past_vars)])
+        with tf.control_dependencies([sync_op]):
+            train_op = v1.train.AdamOptimizer(0.01, epsilon=1e-7).minimize(
+                loss, var_list=v1.trainable_variables("A/") + v1.trainable_variables("B_now/"))
+    with tf1.session(graph) as sess:
+        losses_tf1 = [sess.run([loss, train_op], {x_in: xs, y_in: ys})[0] for _ in range(3)]
+        past_tf1 = sess.run(past_vars)
+    model, dataset = _fit_model(nb)
+    losses_tf2 = model.fit(dataset, epochs=3, shuffle=False, verbose=0).history["loss"]
+    np.testing.assert_allclose(losses_tf1, losses_tf2, rtol=1e-4)
+    assert len(past_tf1) == len(model.past_b.variables) == 8
+    for value, variable in zip(past_tf1, model.past_b.variables):
+        np.testing.assert_allclose(value, variable.numpy(), atol=1e-4)
+
+
+def test_use_ema_averages_are_a_soft_copy_kept_by_sync_with_tau_one_minus_momentum(nb):
+    # Moved from the notebook's "What Keras offers": Adam(use_ema=True, ema_momentum=0.9)'s averages
+    # after 10 steps equal a second network kept by snapshots.sync(tau=0.1), its first sync a copy;
+    # the averages leave BatchNorm's statistics out.
+    xs = np.random.default_rng(1).normal(1.0, 2.0, size=(32, 8)).astype("float32")
+    ys = _data()[1]
+    student = nb["make_b"](0)
+    teacher = S.snapshot(student)
+    ema = keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.9)
+    for t in range(10):
+        with tf.GradientTape() as tape:
+            loss = nb["mse"](ys, student(xs, training=True))
+        ema.apply_gradients(zip(tape.gradient(loss, student.trainable_variables), student.trainable_variables))
+        S.sync(student, teacher, tau=1.0 if t == 0 else 0.1)
+    averages = [v for v in ema.variables if v.path.endswith("_average")]
+    teacher_weights = [w for w in teacher.variables if not w.name.startswith("moving")]
+    assert len(averages) == len(teacher_weights) == 6
+    for average, weight in zip(averages, teacher_weights):
+        np.testing.assert_allclose(average.numpy(), weight.numpy(), atol=1e-6)

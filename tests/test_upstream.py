@@ -432,6 +432,39 @@ def test_05_use_ema_is_a_soft_update_with_tau_one_minus_momentum_starting_from_a
         "tau = 1 - ema_momentum, and the first step copies the weights")
 
 
+def test_05_fit_reports_what_a_custom_train_step_puts_in_a_listed_metric_and_use_ema_overwrites():
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    class RawLoss(keras.Model):  # returns its loss without a metric: what a first attempt writes
+        def __init__(self, net, **kwargs):
+            super().__init__(**kwargs)
+            self.net = net
+
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((self.net(x, training=True) - y) ** 2)
+            self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
+            return {"loss": loss}
+
+    x, y = _data_05()
+    raw = RawLoss(_bn_model_05())
+    raw.compile(optimizer=keras.optimizers.SGD(0.01))
+    reported = raw.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0).history["loss"][0]
+    assert reported == 0.0, lesson(
+        NB05, "Now (TF2): the question's step inside model.fit",
+        "a custom train_step must update a metric listed in `metrics` (a raw {'loss': loss} is reported as "
+        f"the compiled loss tracker's 0.0; now fit reports {reported})")
+    model = _bn_model_05()
+    model.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.9), loss="mse")
+    model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    averages = [v for v in model.optimizer.variables if v.path.endswith("_average")]
+    assert all(np.array_equal(a.numpy(), w.numpy()) for a, w in zip(averages, model.trainable_variables)), lesson(
+        NB05, "Now (TF2): What Keras offers", "fit with use_ema=True ends by writing the averages into the model")
+
+
 def test_05_clone_model_does_not_copy_weights():
     import keras
     import numpy as np
@@ -479,11 +512,11 @@ def test_05_a_stateful_rnns_states_are_neither_variables_nor_weights():
     fact = ("a stateful RNN's states are in layer.states, not in model.variables nor get_weights(), so "
             "set_weights(get_weights()) leaves them behind (helpers.snapshots walks them separately)")
     assert len(states) == 2 and not states & {id(v) for v in model.variables}, lesson(
-        NB05, "Now (TF2): What Keras offers", fact)
+        NB05, "Now (TF2): What make_sync leaves out", fact)
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
     assert not np.array_equal(copy(sequence).numpy(), model(sequence).numpy()), lesson(
-        NB05, "Now (TF2): What Keras offers", fact)
+        NB05, "Now (TF2): What make_sync leaves out", fact)
 
 
 def test_05_a_default_tape_watches_a_frozen_models_variables():
@@ -495,5 +528,5 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
         out = tf.reduce_sum(model(x, training=False))
     grads = tape.gradient(out, model.variables)
     assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
-        NB05, "Now (TF2): the question's training step (docs/snapshots.md)", "model.trainable = False does not stop a default GradientTape from computing "
+        NB05, "Now (TF2): the question's step inside model.fit (docs/snapshots.md)", "model.trainable = False does not stop a default GradientTape from computing "
         "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["COLORS", "apply_style", "new_figure", "evaluations_per_dequeue", "accumulation_memory",
-           "accumulation_curves", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag"]
+           "accumulation_curves", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag",
+           "snapshot_step_order"]
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
 
@@ -324,14 +325,15 @@ def validation_passes(history: Any, panels: list[tuple[str, list[list[list[int]]
 
 
 def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None) -> Any:
-    """How many updates a past network is behind the current one: one line per way of refreshing it.
+    """How many updates a past network is behind the current one when step t uses it: one line per way
+    of refreshing it.
 
-    ``curves`` maps a refresh policy's name to its lag after each training step, in updates: the
-    distance ``‖current − past‖`` divided by the size of that step's own update (a copy refreshed
-    right before every update is exactly 1 behind). ``every`` marks the hard syncs of a periodic copy
-    (before steps 1, every + 1, 2 every + 1, …) with dotted vertical lines *between* the step before
-    a sync and the step after it, where its curve drops. ``level = (value, label)`` draws a dashed
-    horizontal reference (a soft copy's ``1/τ``).
+    ``curves`` maps a refresh policy's name to its lag at steps 1, 2, …: at the evaluation of step t
+    (before that step's sync and update), the distance ``‖current − past‖`` divided by the size of the
+    latest update ``‖θ_t − θ_{t−1}‖`` (a copy synced in every step is exactly 1 behind). ``every``
+    marks the hard syncs of a periodic copy, made in steps ``every``, ``2 every``, … right after their
+    evaluation, with dotted vertical lines: on its peaks, just before its curve drops back to 1.
+    ``level = (value, label)`` draws a dashed horizontal reference (a soft copy's ``1/τ``).
 
     >>> import numpy as np
     >>> fig = snapshot_lag({"hard, every step": np.ones(20), "hard, every 10": np.arange(20) % 10 + 1.0}, every=10)
@@ -351,19 +353,70 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
             raise ValueError(f"curves[{name!r}] must be a non-empty 1-D sequence of lags, got shape {arrays[name].shape}")
     fig, ax = new_figure(width=8.5, height=4.2)
     for (name, curve), width in zip(arrays.items(), [2.5, 1.8, 1.8, 1.8, 1.8, 1.8]):
-        ax.plot(np.arange(1, curve.size + 1), curve, lw=width, label=name)
+        ax.plot(np.arange(1, curve.size + 1), curve, lw=width, marker="o", ms=2.5, label=name)
     steps = max(curve.size for curve in arrays.values())
     if level is not None:
         ax.axhline(level[0], color="grey", ls="--", lw=1, label=level[1])
     if every is not None:
-        for k, t in enumerate(range(0, steps, every)):  # a sync before step t + 1 separates steps t and t + 1
-            ax.axvline(t + 0.5, color="grey", ls=":", lw=1.2,
+        for k, t in enumerate(range(every, steps + 1, every)):  # synced in step t, after t's evaluation
+            ax.axvline(t, color="grey", ls=":", lw=1.2,
                        label=f"hard sync of the every-{every} copy" if k == 0 else "_nolegend_")
-    ax.set_xlim(0, steps + 0.5)
+    ax.set_xlim(0, steps + 1)
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("updates behind\n(‖current − past‖ ÷ this step's update)")
-    ax.set_title("How many updates the past network is behind the current one")
+    ax.set_xlabel("training step t")
+    ax.set_ylabel("updates behind\n(‖θ − θ′‖ ÷ one update)")
+    ax.set_title("How far behind B is the past network when step t evaluates with it?")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def snapshot_step_order(steps: int = 2) -> Any:
+    """A timeline of the question's training step: in each step both networks evaluate, then the past
+    network takes B's state (sync), then the optimizer updates B; each box shows the weights a network
+    holds after that phase (θ_t: B's weights after t updates), the box that changed drawn bold.
+
+    A diagram of the order in notebook 05's ``train_step`` (no data): at every evaluation the past
+    network holds θ_{t−1} while B holds θ_t.
+
+    >>> fig = snapshot_step_order(2)
+    >>> [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith(("evaluate", "sync", "update"))][:3]
+    ['evaluate both', 'sync: past ← B', 'update B']
+    """
+    from matplotlib.patches import FancyBboxPatch
+
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 4:
+        raise ValueError(f"steps must be an int from 1 to 4, got {steps!r}")
+
+    def theta(k: int) -> str:
+        return r"$\theta_{t}$" if k == 0 else rf"$\theta_{{t{k:+d}}}$"
+
+    fig, ax = new_figure(width=2.2 + 3.4 * steps, height=2.6)
+    rows = {"B (trained)": 1.0, "past B (copy)": 0.0}
+    gap, width = 1.4, 4.6  # between phases, between steps
+    for k in range(steps):
+        phases = [("evaluate both", (k, k - 1), None), ("sync: past ← B", (k, k), "past B (copy)"),
+                  ("update B", (k + 1, k), "B (trained)")]
+        for j, (phase, held, changed) in enumerate(phases):
+            x = width * k + gap * j
+            ax.text(x, 1.55, phase, ha="center", va="center", fontsize=10)
+            for (row, y), version in zip(rows.items(), held):
+                bold = row == changed
+                ax.add_patch(FancyBboxPatch((x - 0.4, y - 0.2), 0.8, 0.4, boxstyle="round,pad=0.02",
+                                            fc=COLORS[0] if y else COLORS[3], alpha=0.4 if bold else 0.15,
+                                            ec="black", lw=1.8 if bold else 0.6))
+                ax.text(x, y, theta(version), ha="center", va="center", fontsize=13)
+            if phase.startswith("sync"):
+                ax.annotate("", xy=(x, 0.22), xytext=(x, 0.78), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
+        ax.text(width * k + gap, 1.95, "step t" if k == 0 else f"step t + {k}", ha="center", va="center",
+                fontsize=11, fontweight="bold")
+        if k:
+            ax.axvline(width * k - (width - 2 * gap) / 2, color="grey", lw=0.8, ls="--")
+    for row, y in rows.items():
+        ax.text(-0.6, y, row, ha="right", va="center", fontsize=10)
+    ax.set_xlim(-2.5, width * (steps - 1) + 2 * gap + 0.6)
+    ax.set_ylim(-0.35, 2.15)
+    ax.axis("off")
+    ax.set_title("At every evaluation, past B holds the weights B had one update earlier", fontsize=11)
     fig.tight_layout()
     return fig
