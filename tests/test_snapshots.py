@@ -1064,3 +1064,32 @@ def test_use_ema_averages_are_a_soft_copy_kept_by_sync_with_tau_one_minus_moment
     assert len(averages) == len(teacher_weights) == 6
     for average, weight in zip(averages, teacher_weights):
         np.testing.assert_allclose(average.numpy(), weight.numpy(), atol=1e-6)
+
+
+def test_a_target_network_syncs_every_n_steps_with_tf_cond_in_the_notebooks_step(nb):
+    # The notebook's tip for DQN's target network: in train_step, sync with
+    # tf.cond(self.optimizer.iterations % N == 0, self.sync_past, lambda: None); a Python `if` on the
+    # iteration tensor fails inside fit (Keras does not let AutoGraph convert train_step).
+    def weights(model):
+        return [v.numpy() for v in model.variables if "moving" not in v.name]
+
+    model, dataset = _fit_model(nb)
+    every_step = model.sync_past
+    model.sync_past = lambda: tf.cond(model.optimizer.iterations % 3 == 0, every_step, lambda: None)
+    synced = []
+    for _ in range(7):
+        before = weights(model.net_b)
+        model.fit(dataset, shuffle=False, verbose=0)
+        synced.append(all(np.array_equal(p, b) for p, b in zip(weights(model.past_b), before)))
+    assert synced == [True, False, False, True, False, False, True]
+
+    python_if, _ = _fit_model(nb)
+    sync_every_step = python_if.sync_past
+
+    def sync_with_an_if():
+        if python_if.optimizer.iterations % 3 == 0:
+            sync_every_step()
+
+    python_if.sync_past = sync_with_an_if
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+        python_if.fit(dataset, shuffle=False, verbose=0)
