@@ -121,7 +121,7 @@ def test_validation_passes_draws_the_curve_and_one_grid_per_panel():
 # --------------------------------------------------------------------------- 05 network snapshots
 
 
-def test_snapshot_lag_marks_each_sync_on_the_peak_before_the_periodic_curve_drops():
+def test_snapshot_lag_marks_each_sync_between_the_peak_and_the_drop_of_the_periodic_curve():
     import numpy as np
     import pytest
 
@@ -131,16 +131,17 @@ def test_snapshot_lag_marks_each_sync_on_the_peak_before_the_periodic_curve_drop
     lines = ax.get_lines()
     assert [line.get_label() for line in lines[:3]] == list(curves)
     marks = [line for line in lines if line.get_linestyle() == ":"]
-    # the lag at step t is measured at t's evaluation; the periodic copy syncs in steps 10, 20, 30
-    assert [float(m.get_xdata()[0]) for m in marks] == [10.0, 20.0, 30.0]
+    # the lag at step t is measured at t's evaluation; the periodic copy syncs in steps 10, 20 after
+    # their evaluation, so the mark sits between the peak (t) and the drop (t + 1); none after the last step
+    assert [float(m.get_xdata()[0]) for m in marks] == [10.5, 20.5]
     steps = np.arange(1, 31)
     peaks = steps[:-1][np.diff(curves["hard every 10"]) < 0]  # the last step before each drop
     assert list(peaks) == [10, 20] and all(curves["hard every 10"][p - 1] == 10.0 for p in peaks)
     level = [line for line in lines if line.get_linestyle() == "--"]
     assert len(level) == 1 and list(level[0].get_ydata()) == [10.0, 10.0]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend == list(curves) + ["1/τ = 10", "hard sync of the every-10 copy"]  # one entry for all marks
-    assert ax.get_xlabel() == "training step t" and "updates behind" in ax.get_ylabel()
+    assert legend == list(curves) + ["1/τ = 10", "sync of the every-10 copy (between two evaluations)"]  # one entry
+    assert ax.get_xlabel().startswith("training step t") and "updates behind" in ax.get_ylabel()
     with pytest.raises(ValueError, match="at least one"):
         plots.snapshot_lag({})
     with pytest.raises(ValueError, match=r"curves\['bad'\]"):
@@ -155,7 +156,8 @@ def test_snapshot_step_order_shows_evaluate_sync_update_and_the_past_one_update_
     fig = plots.snapshot_step_order(2)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert [t for t in texts if t.startswith(("evaluate", "sync", "update"))] == [
-        "evaluate both", "sync: past ← B", "update B"] * 2
+        "evaluate both\non A(x): one loss", "sync: past B ← B\n(weights + BN stats)", "update A and B\n(not past B)"] * 2
+    assert any(t.startswith("bold box: the network that phase changes") for t in texts)  # the key to the boxes
     versions = [t for t in texts if t.startswith("$")]
     # per phase: B's version, then the past copy's: evaluate (t, t-1), sync (t, t), update (t+1, t), ...
     assert versions[:6] == [r"$\theta_{t}$", r"$\theta_{t-1}$", r"$\theta_{t}$", r"$\theta_{t}$",
