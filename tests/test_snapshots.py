@@ -850,7 +850,7 @@ def test_cost_helpers_refuse_bad_arguments(tmp_path):
 
 def _from_notebook(*names):
     """The top-level definitions ``names`` (functions, classes and assignments) of notebook 05's code cells,
-    executed in order in a namespace holding ``np``, ``tf`` and ``keras``."""
+    executed in order in a namespace holding ``np``, ``tf``, ``keras`` and ``snapshots``."""
     import ast
 
     import nbformat
@@ -858,7 +858,7 @@ def _from_notebook(*names):
     from tests.notebook_answers import ROOT
 
     cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
-    wanted, found, scope = set(names), [], {"np": np, "tf": tf, "keras": keras}
+    wanted, found, scope = set(names), [], {"np": np, "tf": tf, "keras": keras, "snapshots": S}
     for cell in cells:
         if cell.cell_type != "code" or cell.source.lstrip().startswith(("%", "# Colab")):
             continue
@@ -875,7 +875,7 @@ def _from_notebook(*names):
 
 @pytest.fixture(scope="module")
 def nb():
-    return _from_notebook("make_b", "make_sync", "WithPastB", "mse", "LAMBDA", "make_models")
+    return _from_notebook("make_b", "make_sync", "WithPastB", "EveryTen", "Soft", "mse", "LAMBDA", "make_models")
 
 
 def _data():
@@ -884,10 +884,10 @@ def _data():
     return xs, (np.sin(xs[:, :1]) + xs[:, 1:2] * xs[:, 2:3]).astype("float32")
 
 
-def _fit_model(nb, learning_rate=0.01):
-    """The notebook's ``WithPastB`` on fresh ``make_models()``, compiled as the notebook does, and its
-    one-batch dataset (one step per epoch)."""
-    model = nb["WithPastB"](*nb["make_models"]())
+def _fit_model(nb, learning_rate=0.01, policy="WithPastB"):
+    """The notebook's ``WithPastB`` (or another of its refresh policies) on fresh ``make_models()``,
+    compiled as the notebook does, and its one-batch dataset (one step per epoch)."""
+    model = nb[policy](*nb["make_models"]())
     model.compile(optimizer=keras.optimizers.Adam(learning_rate))
     return model, tf.data.Dataset.from_tensor_slices(_data()).batch(32)
 
@@ -1066,30 +1066,62 @@ def test_use_ema_averages_are_a_soft_copy_kept_by_sync_with_tau_one_minus_moment
         np.testing.assert_allclose(average.numpy(), weight.numpy(), atol=1e-6)
 
 
-def test_a_target_network_syncs_every_n_steps_with_tf_cond_in_the_notebooks_step(nb):
-    # The notebook's tip for DQN's target network: in train_step, sync with
-    # tf.cond(self.optimizer.iterations % N == 0, self.sync_past, lambda: None); a Python `if` on the
-    # iteration tensor fails inside fit (Keras does not let AutoGraph convert train_step).
-    def weights(model):
-        return [v.numpy() for v in model.variables if "moving" not in v.name]
+def _weights(model):
+    return [v.numpy() for v in model.variables if "moving" not in v.name]
 
-    model, dataset = _fit_model(nb)
-    every_step = model.sync_past
-    model.sync_past = lambda: tf.cond(model.optimizer.iterations % 3 == 0, every_step, lambda: None)
-    synced = []
-    for _ in range(7):
-        before = weights(model.net_b)
+
+def test_the_notebooks_target_network_syncs_every_ten_steps_with_tf_cond_inside_fit(nb):
+    # The notebook's EveryTen: tf.cond(self.optimizer.iterations % 10 == 0, ...) in refresh(). It syncs
+    # in the steps that start with 0, 10, 20 ... updates done (after their evaluation, before the
+    # update); in the others the copy keeps what it held.
+    model, dataset = _fit_model(nb, policy="EveryTen")
+    synced, kept = [], []
+    for _ in range(12):
+        before, past_before = _weights(model.net_b), _weights(model.past_b)
         model.fit(dataset, shuffle=False, verbose=0)
-        synced.append(all(np.array_equal(p, b) for p, b in zip(weights(model.past_b), before)))
-    assert synced == [True, False, False, True, False, False, True]
+        synced.append(all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), before)))
+        kept.append(all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), past_before)))
+    assert synced == [True] + [False] * 9 + [True, False]
+    assert kept[1:10] == [True] * 9 and not kept[10]
 
-    python_if, _ = _fit_model(nb)
-    sync_every_step = python_if.sync_past
 
-    def sync_with_an_if():
-        if python_if.optimizer.iterations % 3 == 0:
-            sync_every_step()
+def test_a_python_if_on_the_step_counter_fails_inside_fit(nb):
+    # Why the notebook writes tf.cond: Keras does not let AutoGraph convert train_step, so a Python `if`
+    # on the iteration tensor raises inside fit.
+    class PythonIf(nb["WithPastB"]):
+        def refresh(self):
+            if self.optimizer.iterations % 10 == 0:
+                self.sync_past()
 
-    python_if.sync_past = sync_with_an_if
+    model = PythonIf(*nb["make_models"]())
+    model.compile(optimizer=keras.optimizers.Adam(0.01))
     with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
-        python_if.fit(dataset, shuffle=False, verbose=0)
+        model.fit(tf.data.Dataset.from_tensor_slices(_data()).batch(32), shuffle=False, verbose=0)
+
+
+def test_the_notebooks_soft_refresh_moves_the_copys_weights_a_tenth_of_the_way_and_copies_the_statistics(nb):
+    # The notebook's Soft: snapshots.sync(tau=0.1) inside train_step, between the evaluation and the
+    # update: past := 0.1 * B + 0.9 * past for the weights, B's (this step's) BatchNorm statistics copied.
+    model, dataset = _fit_model(nb, policy="Soft")
+    model.fit(dataset, epochs=2, shuffle=False, verbose=0)  # B and the copy apart
+    for _ in range(2):
+        before, past_before = _weights(model.net_b), _weights(model.past_b)
+        model.fit(dataset, shuffle=False, verbose=0)
+        for p, b, q in zip(_weights(model.past_b), before, past_before):
+            np.testing.assert_allclose(p, 0.1 * b + 0.9 * q, rtol=1e-5, atol=1e-6)
+        assert not all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), before))
+        statistics = [(p.numpy(), b.numpy()) for p, b in zip(model.past_b.variables, model.net_b.variables)
+                      if "moving" in p.name]
+        assert len(statistics) == 2 and all(np.array_equal(p, b) for p, b in statistics)
+
+
+def test_a_copy_left_trainable_is_moved_by_the_optimizer_in_the_first_step(nb):
+    # The notebook's proof 3, wrong version: with past_b.trainable left True the step trains 14 variables
+    # and the copy no longer holds B's weights from before the update.
+    model = nb["WithPastB"](*nb["make_models"]())
+    model.past_b.trainable = True
+    model.compile(optimizer=keras.optimizers.Adam(0.01))
+    before = _weights(model.net_b)
+    model.fit(tf.data.Dataset.from_tensor_slices(_data()).batch(32), shuffle=False, verbose=0)
+    assert len(model.trainable_variables) == 14
+    assert not all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), before))
