@@ -294,20 +294,49 @@ def test_validation_passes_titles_and_bad_input():
 # --------------------------------------------------------------------------- 05 network snapshots
 
 
-def test_snapshot_lag_draws_one_line_per_policy_and_the_sync_marks():
+def test_snapshot_lag_marks_each_sync_between_the_peak_and_the_drop_of_the_periodic_curve():
     import numpy as np
     import pytest
 
-    curves = {"hard every step": np.full(30, 0.1), "hard every 10": (np.arange(30) % 10 + 1) / 10,
-              "soft": np.linspace(0.1, 0.5, 30)}
-    fig = plots.snapshot_lag(curves, every=10)
+    curves = {"hard every step": np.ones(30), "hard every 10": np.arange(30) % 10 + 1.0, "soft": np.full(30, 9.0)}
+    fig = plots.snapshot_lag(curves, every=10, level=(10.0, "1/τ = 10"))
     ax = fig.axes[0]
-    labels = [line.get_label() for line in ax.get_lines()]
-    assert labels[:3] == list(curves) and len(labels) == 3 + 3  # three curves, sync marks at 1, 11, 21
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines[:3]] == list(curves)
+    marks = [line for line in lines if line.get_linestyle() == ":"]
+    # the lag at step t is measured at t's evaluation; the periodic copy syncs in steps 10, 20 after
+    # their evaluation, so the mark sits between the peak (t) and the drop (t + 1); none after the last step
+    assert [float(m.get_xdata()[0]) for m in marks] == [10.5, 20.5]
+    steps = np.arange(1, 31)
+    peaks = steps[:-1][np.diff(curves["hard every 10"]) < 0]  # the last step before each drop
+    assert list(peaks) == [10, 20] and all(curves["hard every 10"][p - 1] == 10.0 for p in peaks)
+    level = [line for line in lines if line.get_linestyle() == "--"]
+    assert len(level) == 1 and list(level[0].get_ydata()) == [10.0, 10.0]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend == list(curves) + ["hard sync (every 10)"]  # one legend entry for all the marks
-    assert ax.get_xlabel() == "training step"
+    assert legend == list(curves) + ["1/τ = 10", "sync of the every-10 copy (between two evaluations)"]  # one entry
+    assert ax.get_xlabel().startswith("training step t") and "updates behind" in ax.get_ylabel()
     with pytest.raises(ValueError, match="at least one"):
         plots.snapshot_lag({})
     with pytest.raises(ValueError, match=r"curves\['bad'\]"):
         plots.snapshot_lag({"bad": np.zeros((2, 2))})
+    with pytest.raises(ValueError, match="every must be a positive"):
+        plots.snapshot_lag(curves, every=0)
+
+
+def test_snapshot_step_order_shows_evaluate_sync_update_and_the_past_one_update_behind():
+    import pytest
+
+    fig = plots.snapshot_step_order(2)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert [t for t in texts if t.startswith(("evaluate", "sync", "update"))] == [
+        "evaluate both\non A(x): one loss", "sync: past B ← B\n(weights + BN stats)", "update A and B\n(not past B)"] * 2
+    assert any(t.startswith("bold box: the network that phase changes") for t in texts)  # the key to the boxes
+    versions = [t for t in texts if t.startswith("$")]
+    # per phase: B's version, then the past copy's: evaluate (t, t-1), sync (t, t), update (t+1, t), ...
+    assert versions[:6] == [r"$\theta_{t}$", r"$\theta_{t-1}$", r"$\theta_{t}$", r"$\theta_{t}$",
+                            r"$\theta_{t+1}$", r"$\theta_{t}$"]
+    assert versions[6:8] == [r"$\theta_{t+1}$", r"$\theta_{t}$"]  # step t + 1 evaluates with the past one behind
+    assert "step t" in texts and "step t + 1" in texts
+    for bad in (0, 5, True, 1.5):
+        with pytest.raises(ValueError, match="steps must be an int from 1 to 4"):
+            plots.snapshot_step_order(bad)

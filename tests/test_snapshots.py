@@ -840,3 +840,288 @@ def test_cost_helpers_refuse_bad_arguments(tmp_path):
         S.copy_methods(model, past, str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="differ in structure"):
         S.copy_methods(model, sequential(units=7), str(tmp_path))
+
+
+# ----------------------------------------------------------------- the notebook's own code (what a learner copies)
+# The notebook teaches `make_sync` and the question's training step (`WithPastB.train_step`, run by
+# `fit`) as code to copy; these tests run that code, read from the notebook, so that what leaves the
+# notebook's Proof stays proven.
+
+
+def _from_notebook(*names):
+    """The top-level definitions ``names`` (functions, classes and assignments) of notebook 05's code cells,
+    executed in order in a namespace holding ``np``, ``tf``, ``keras`` and ``snapshots``."""
+    import ast
+
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    wanted, found, scope = set(names), [], {"np": np, "tf": tf, "keras": keras, "snapshots": S}
+    for cell in cells:
+        if cell.cell_type != "code" or cell.source.lstrip().startswith(("%", "# Colab")):
+            continue
+        for node in ast.parse(cell.source).body:
+            defined = {node.name} if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else {
+                t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)}
+            if defined & wanted:
+                found.append(node)
+                wanted -= defined
+    assert not wanted, f"notebook {NOTEBOOK} no longer defines {sorted(wanted)}"
+    exec(compile(ast.Module(body=found, type_ignores=[]), NOTEBOOK, "exec"), scope)  # noqa: S102 - our notebook
+    return scope
+
+
+@pytest.fixture(scope="module")
+def nb():
+    return _from_notebook("make_b", "make_sync", "WithPastB", "EveryTen", "Soft", "mse", "LAMBDA", "make_models")
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(32, 4)).astype("float32")
+    return xs, (np.sin(xs[:, :1]) + xs[:, 1:2] * xs[:, 2:3]).astype("float32")
+
+
+def _fit_model(nb, learning_rate=0.01, policy="WithPastB"):
+    """The notebook's ``WithPastB`` (or another of its refresh policies) on fresh ``make_models()``,
+    compiled as the notebook does, and its one-batch dataset (one step per epoch)."""
+    model = nb[policy](*nb["make_models"]())
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate))
+    return model, tf.data.Dataset.from_tensor_slices(_data()).batch(32)
+
+
+@pytest.mark.parametrize("kind", ["sequential", "functional"])
+def test_make_sync_copies_all_state_as_snapshots_sync_does(nb, kind):
+    keras.utils.set_random_seed(11)
+    model = BUILDERS[kind]()  # with BatchNorm and Dropout (a seed generator's state)
+    train(model)
+    past, helper_past = keras.models.clone_model(model), keras.models.clone_model(model)
+    nb["make_sync"](model, past)()
+    S.sync(model, helper_past)
+    assert same(values(past), values(helper_past)) and same(values(past), values(model))
+    np.testing.assert_array_equal(past(X).numpy(), model(X).numpy())
+
+
+def test_make_sync_refuses_another_architecture_before_writing_anything(nb):
+    keras.utils.set_random_seed(12)
+    model = sequential()
+    before = [v.numpy() for v in model.variables]
+    for other, match in [(sequential(units=7), r"cannot copy source .*kernel \(5, 6\) into target .*\(5, 7\)"),
+                         (keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)]), r"source has 9 variables, target 2")]:
+        other_before = [v.numpy() for v in other.variables]
+        with pytest.raises(ValueError, match=match):
+            nb["make_sync"](model, other)
+        assert all(np.array_equal(a, v.numpy()) for a, v in zip(other_before, other.variables))
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables))
+
+
+def test_the_questions_step_copies_the_weights_from_before_the_update_and_this_steps_statistics(nb):
+    # The training-mode pass moves BatchNorm's statistics before the sync: the copy gets the weights
+    # from before this step's update and the statistics after this step's batch (docs/snapshots.md).
+    model, dataset = _fit_model(nb)
+    net_b, past_b = model.net_b, model.past_b
+    for _ in range(3):
+        weights = [v.numpy() for v in net_b.variables if not v.name.startswith("moving")]
+        model.fit(dataset, shuffle=False, verbose=0)
+        past_weights = [v.numpy() for v in past_b.variables if not v.name.startswith("moving")]
+        assert all(np.array_equal(p, w) for p, w in zip(past_weights, weights))
+        statistics = [(p.numpy(), b.numpy()) for p, b in zip(past_b.variables, net_b.variables) if p.name.startswith("moving")]
+        assert len(statistics) == 2 and all(np.array_equal(p, b) for p, b in statistics)
+
+
+def _question_loss(nb, net_a, net_b, past_b, xs, ys, stop_past=False):
+    h = net_a(xs, training=False)
+    y_now, y_past = net_b(h, training=False), past_b(h, training=False)
+    if stop_past:
+        y_past = tf.stop_gradient(y_past)
+    return nb["mse"](ys, y_now) + nb["LAMBDA"] * nb["mse"](y_past, y_now)
+
+
+def test_a_tape_watching_only_a_and_b_gives_the_same_gradients_and_none_for_the_copy(nb):
+    # Moved from the notebook's Proof: a default tape watches the frozen copy too (it returns 6 of its 8
+    # variables' gradients if asked, tripwire in test_upstream.py); the variable list given to
+    # tape.gradient is what keeps them out. Watching only A and B gives the same gradients, less work.
+    xs, ys = _data()
+    net_a, net_b, past_b = nb["make_models"]()
+    variables = net_a.trainable_variables + net_b.trainable_variables
+    with tf.GradientTape(persistent=True) as tape:
+        loss = _question_loss(nb, net_a, net_b, past_b, xs, ys)
+    assert sum(g is not None for g in tape.gradient(loss, past_b.variables)) == 6 and not past_b.trainable
+    with tf.GradientTape(watch_accessed_variables=False, persistent=True) as watched:
+        watched.watch([v.value for v in variables])  # tape.watch(a Keras variable) raises ValueError: its .value
+        watched_loss = _question_loss(nb, net_a, net_b, past_b, xs, ys)
+    for g, w in zip(tape.gradient(loss, variables), watched.gradient(watched_loss, variables)):
+        np.testing.assert_array_equal(g, w)
+    assert all(g is None for g in watched.gradient(watched_loss, past_b.variables))
+
+
+def test_as_tf1s_getter_a_gets_gradient_through_the_past_copy(nb):
+    # Moved from the notebook's Proof: the copy's *output* passes gradient back to A (the TF1 getter
+    # stopped gradients at the copy's variables, not at its output); stop_gradient on the output differs.
+    xs, ys = _data()
+    net_a, net_b, past_b = nb["make_models"]()
+    net_b.get_layer("head").bias.assign_add([0.5])  # the copy now differs from B: its term has a gradient
+    kernel = net_a.trainable_variables[0]
+    grads = []
+    for stop in (False, True):
+        with tf.GradientTape() as tape:
+            loss = _question_loss(nb, net_a, net_b, past_b, xs, ys, stop_past=stop)
+        grads.append(tape.gradient(loss, kernel).numpy())
+    assert not np.allclose(grads[0], grads[1])
+
+
+def test_a_frozen_copy_stays_out_of_any_trainable_collection_and_any_optimizer_step(nb):
+    # Moved from the notebook's Proof: code that gathers every trainable variable of an object holding
+    # A, B and the copy would train the copy unless past_b.trainable is False.
+    xs, ys = _data()
+    net_a, net_b, past_b = nb["make_models"]()
+    holder = keras.layers.Layer()
+    holder.parts = [net_a, net_b, past_b]
+    assert len(holder.trainable_variables) == 8
+    past_b.trainable = True
+    assert len(holder.trainable_variables) == 14
+    past_b.trainable = False
+    before = [v.numpy() for v in past_b.variables]
+    with tf.GradientTape() as tape:
+        loss = _question_loss(nb, net_a, net_b, past_b, xs, ys)
+    keras.optimizers.SGD(0.1).apply_gradients(zip(tape.gradient(loss, holder.trainable_variables),
+                                                  holder.trainable_variables))
+    assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, past_b.variables))
+
+
+def test_fit_reports_the_questions_loss_and_trains_only_a_and_b(nb):
+    # The loss fit reports is the step's loss (a train_step returning {"loss": loss} without a metric
+    # listed in `metrics` reports 0.0 in Keras 3), computed on the models before the update; Adam
+    # keeps moments for A's and B's 8 trainable variables and none for the copy.
+    xs, ys = _data()
+    net_a, net_b, past_b = nb["make_models"]()  # the same start as _fit_model's
+    h = net_a(xs, training=True)
+    y_now, y_past = net_b(h, training=True), past_b(h, training=False)
+    expected = float(nb["mse"](ys, y_now) + nb["LAMBDA"] * nb["mse"](y_past, y_now))
+    model, dataset = _fit_model(nb)
+    reported = model.fit(dataset, epochs=2, shuffle=False, verbose=0).history["loss"]
+    assert reported[0] == pytest.approx(expected, rel=1e-5) and reported[1] < reported[0]
+    assert len(model.trainable_variables) == 8
+    moments = [v for v in model.optimizer.variables if v.path.endswith(("_momentum", "_velocity"))]
+    assert len(moments) == 2 * 8  # two per trained variable; the copy's 6 weights would add 12
+    model.past_b.trainable = True  # the wrong version: the step would train the copy's 6 weights too
+    assert len(model.trainable_variables) == 14
+
+
+def test_tf1s_scopes_and_sync_op_compute_what_the_fit_model_computes(nb):
+    # Moved from the notebook's TF1 section (which prints the losses): after 3 steps, TF1's B_past
+    # holds what the fit model's past_b holds, all 8 variables, BatchNorm's statistics included.
+    from helpers import tf1
+
+    v1 = tf.compat.v1
+    xs, ys = _data()
+    start_a, start_b, _ = nb["make_models"]()
+    graph = tf.Graph()
+    with graph.as_default():
+        x_in, y_in = v1.placeholder(tf.float32, [None, 4]), v1.placeholder(tf.float32, [None, 1])
+        with v1.variable_scope("A"):
+            h, _ = tf1.network_from_keras(x_in, start_a, training=True)
+        with v1.variable_scope("B_now"):
+            now, moving_updates = tf1.network_from_keras(h, start_b, training=True)
+        with v1.variable_scope("B_past", custom_getter=lambda getter, *a, **k: tf.stop_gradient(getter(*a, **k))):
+            past, _ = tf1.network_from_keras(h, start_b, training=False)
+        now_vars, past_vars = v1.global_variables("B_now/"), v1.global_variables("B_past/")
+        loss = v1.losses.mean_squared_error(y_in, now) + nb["LAMBDA"] * v1.losses.mean_squared_error(past, now)
+        with tf.control_dependencies([loss, *moving_updates]):
+            sync_op = tf.group(*[p.assign(n) for n, p in zip(now_vars, past_vars)])
+        with tf.control_dependencies([sync_op]):
+            train_op = v1.train.AdamOptimizer(0.01, epsilon=1e-7).minimize(
+                loss, var_list=v1.trainable_variables("A/") + v1.trainable_variables("B_now/"))
+    with tf1.session(graph) as sess:
+        losses_tf1 = [sess.run([loss, train_op], {x_in: xs, y_in: ys})[0] for _ in range(3)]
+        past_tf1 = sess.run(past_vars)
+    model, dataset = _fit_model(nb)
+    losses_tf2 = model.fit(dataset, epochs=3, shuffle=False, verbose=0).history["loss"]
+    np.testing.assert_allclose(losses_tf1, losses_tf2, rtol=1e-4)
+    assert len(past_tf1) == len(model.past_b.variables) == 8
+    for value, variable in zip(past_tf1, model.past_b.variables):
+        np.testing.assert_allclose(value, variable.numpy(), atol=1e-4)
+
+
+def test_use_ema_averages_are_a_soft_copy_kept_by_sync_with_tau_one_minus_momentum(nb):
+    # Moved from the notebook's "What Keras offers": Adam(use_ema=True, ema_momentum=0.9)'s averages
+    # after 10 steps equal a second network kept by snapshots.sync(tau=0.1), its first sync a copy;
+    # the averages leave BatchNorm's statistics out.
+    xs = np.random.default_rng(1).normal(1.0, 2.0, size=(32, 8)).astype("float32")
+    ys = _data()[1]
+    student = nb["make_b"](0)
+    teacher = S.snapshot(student)
+    ema = keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.9)
+    for t in range(10):
+        with tf.GradientTape() as tape:
+            loss = nb["mse"](ys, student(xs, training=True))
+        ema.apply_gradients(zip(tape.gradient(loss, student.trainable_variables), student.trainable_variables))
+        S.sync(student, teacher, tau=1.0 if t == 0 else 0.1)
+    averages = [v for v in ema.variables if v.path.endswith("_average")]
+    teacher_weights = [w for w in teacher.variables if not w.name.startswith("moving")]
+    assert len(averages) == len(teacher_weights) == 6
+    for average, weight in zip(averages, teacher_weights):
+        np.testing.assert_allclose(average.numpy(), weight.numpy(), atol=1e-6)
+
+
+def _weights(model):
+    return [v.numpy() for v in model.variables if "moving" not in v.name]
+
+
+def test_the_notebooks_target_network_syncs_every_ten_steps_with_tf_cond_inside_fit(nb):
+    # The notebook's EveryTen: tf.cond(self.optimizer.iterations % 10 == 0, ...) in refresh(). It syncs
+    # in the steps that start with 0, 10, 20 ... updates done (after their evaluation, before the
+    # update); in the others the copy keeps what it held.
+    model, dataset = _fit_model(nb, policy="EveryTen")
+    synced, kept = [], []
+    for _ in range(12):
+        before, past_before = _weights(model.net_b), _weights(model.past_b)
+        model.fit(dataset, shuffle=False, verbose=0)
+        synced.append(all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), before)))
+        kept.append(all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), past_before)))
+    assert synced == [True] + [False] * 9 + [True, False]
+    assert kept[1:10] == [True] * 9 and not kept[10]
+
+
+def test_a_python_if_on_the_step_counter_fails_inside_fit(nb):
+    # Why the notebook writes tf.cond: Keras does not let AutoGraph convert train_step, so a Python `if`
+    # on the iteration tensor raises inside fit.
+    class PythonIf(nb["WithPastB"]):
+        def refresh(self):
+            if self.optimizer.iterations % 10 == 0:
+                self.sync_past()
+
+    model = PythonIf(*nb["make_models"]())
+    model.compile(optimizer=keras.optimizers.Adam(0.01))
+    with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
+        model.fit(tf.data.Dataset.from_tensor_slices(_data()).batch(32), shuffle=False, verbose=0)
+
+
+def test_the_notebooks_soft_refresh_moves_the_copys_weights_a_tenth_of_the_way_and_copies_the_statistics(nb):
+    # The notebook's Soft: snapshots.sync(tau=0.1) inside train_step, between the evaluation and the
+    # update: past := 0.1 * B + 0.9 * past for the weights, B's (this step's) BatchNorm statistics copied.
+    model, dataset = _fit_model(nb, policy="Soft")
+    model.fit(dataset, epochs=2, shuffle=False, verbose=0)  # B and the copy apart
+    for _ in range(2):
+        before, past_before = _weights(model.net_b), _weights(model.past_b)
+        model.fit(dataset, shuffle=False, verbose=0)
+        for p, b, q in zip(_weights(model.past_b), before, past_before):
+            np.testing.assert_allclose(p, 0.1 * b + 0.9 * q, rtol=1e-5, atol=1e-6)
+        assert not all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), before))
+        statistics = [(p.numpy(), b.numpy()) for p, b in zip(model.past_b.variables, model.net_b.variables)
+                      if "moving" in p.name]
+        assert len(statistics) == 2 and all(np.array_equal(p, b) for p, b in statistics)
+
+
+def test_a_copy_left_trainable_is_moved_by_the_optimizer_in_the_first_step(nb):
+    # The notebook's proof 3, wrong version: with past_b.trainable left True the step trains 14 variables
+    # and the copy no longer holds B's weights from before the update.
+    model = nb["WithPastB"](*nb["make_models"]())
+    model.past_b.trainable = True
+    model.compile(optimizer=keras.optimizers.Adam(0.01))
+    before = _weights(model.net_b)
+    model.fit(tf.data.Dataset.from_tensor_slices(_data()).batch(32), shuffle=False, verbose=0)
+    assert len(model.trainable_variables) == 14
+    assert not all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), before))

@@ -430,7 +430,7 @@ def test_05_use_ema_averages_the_trainable_variables_only():
     optimizer.finalize_variable_values(model.trainable_variables)
     fact = ("an optimizer's use_ema=True keeps one average per trainable variable and none for "
             "BatchNorm's moving statistics (finalize_variable_values leaves them as they are)")
-    section = "Now (TF2): the Keras answers"
+    section = "Now (TF2): What Keras offers"
     assert len(averages) == len(model.trainable_variables) and statistics, lesson(NB05, section, fact)
     assert not any("moving" in v.path for v in averages), lesson(NB05, section, fact)
     assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, statistics)), lesson(NB05, section, fact)
@@ -452,9 +452,42 @@ def test_05_use_ema_is_a_soft_update_with_tau_one_minus_momentum_starting_from_a
         expected = now if expected is None else [0.8 * e + 0.2 * w for e, w in zip(expected, now)]
     averages = [v.numpy() for v in optimizer.variables if v.path.endswith("_average")]
     assert all(np.allclose(a, e, rtol=1e-5, atol=1e-6) for a, e in zip(averages, expected)), lesson(
-        NB05, "Now (TF2): the Keras answers",
+        NB05, "Now (TF2): What Keras offers",
         "use_ema's average after each step is average = m * average + (1 - m) * weight, a soft update with "
         "tau = 1 - ema_momentum, and the first step copies the weights")
+
+
+def test_05_fit_reports_what_a_custom_train_step_puts_in_a_listed_metric_and_use_ema_overwrites():
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    class RawLoss(keras.Model):  # returns its loss without a metric: what a first attempt writes
+        def __init__(self, net, **kwargs):
+            super().__init__(**kwargs)
+            self.net = net
+
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((self.net(x, training=True) - y) ** 2)
+            self.optimizer.apply_gradients(zip(tape.gradient(loss, self.trainable_variables), self.trainable_variables))
+            return {"loss": loss}
+
+    x, y = _data_05()
+    raw = RawLoss(_bn_model_05())
+    raw.compile(optimizer=keras.optimizers.SGD(0.01))
+    reported = raw.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0).history["loss"][0]
+    assert reported == 0.0, lesson(
+        NB05, "Now (TF2): the question's step inside model.fit",
+        "a custom train_step must update a metric listed in `metrics` (a raw {'loss': loss} is reported as "
+        f"the compiled loss tracker's 0.0; now fit reports {reported})")
+    model = _bn_model_05()
+    model.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.9), loss="mse")
+    model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    averages = [v for v in model.optimizer.variables if v.path.endswith("_average")]
+    assert all(np.array_equal(a.numpy(), w.numpy()) for a, w in zip(averages, model.trainable_variables)), lesson(
+        NB05, "Now (TF2): What Keras offers", "fit with use_ema=True ends by writing the averages into the model")
 
 
 def test_05_clone_model_does_not_copy_weights():
@@ -467,7 +500,7 @@ def test_05_clone_model_does_not_copy_weights():
     clone = keras.models.clone_model(model)
     copied = [np.array_equal(a.numpy(), b.numpy()) for a, b in zip(model.variables, clone.variables)]
     assert not all(copied) and len(clone.variables) == len(model.variables), lesson(
-        NB05, "Now (TF2): a second model and one compiled sync",
+        NB05, "The question (the trap) and Now (TF2)",
         "keras.models.clone_model copies the architecture with fresh values, not the weights")
 
 
@@ -488,7 +521,7 @@ def test_05_set_weights_cannot_run_inside_a_tf_function():
     except Exception as error:  # noqa: BLE001 - the type is the fact
         raised = type(error).__name__
     assert raised == "NotImplementedError", lesson(
-        NB05, "Now (TF2): the Keras answers",
+        NB05, "Now (TF2): What Keras offers",
         f"set_weights(get_weights()) fails inside a tf.function with NotImplementedError (now: {raised})")
 
 
@@ -504,11 +537,11 @@ def test_05_a_stateful_rnns_states_are_neither_variables_nor_weights():
     fact = ("a stateful RNN's states are in layer.states, not in model.variables nor get_weights(), so "
             "set_weights(get_weights()) leaves them behind (helpers.snapshots walks them separately)")
     assert len(states) == 2 and not states & {id(v) for v in model.variables}, lesson(
-        NB05, "Now (TF2): the Keras answers", fact)
+        NB05, "Now (TF2): What make_sync leaves out", fact)
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
     assert not np.array_equal(copy(sequence).numpy(), model(sequence).numpy()), lesson(
-        NB05, "Now (TF2): the Keras answers", fact)
+        NB05, "Now (TF2): What make_sync leaves out", fact)
 
 
 def test_05_a_default_tape_watches_a_frozen_models_variables():
@@ -520,7 +553,7 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
         out = tf.reduce_sum(model(x, training=False))
     grads = tape.gradient(out, model.variables)
     assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
-        NB05, "Proof, claim (4)", "model.trainable = False does not stop a default GradientTape from computing "
+        NB05, "Now (TF2): the question's step inside model.fit (docs/snapshots.md)", "model.trainable = False does not stop a default GradientTape from computing "
         "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")
 
 

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["COLORS", "apply_style", "new_figure", "held_vs_leaky", "accumulation_memory",
-           "accumulation_windows", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag"]
+           "accumulation_windows", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag",
+           "snapshot_step_order"]
 
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
 
@@ -553,12 +554,17 @@ def validation_passes(train_loss: Any, val_curve: list[tuple[int, float]],
 # --------------------------------------------------------------------------- 05 network snapshots
 
 
-def snapshot_lag(curves: dict[str, Any], *, every: int | None = None) -> Any:
-    """How far a past network lags behind the current one: one line per sync policy.
+def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None) -> Any:
+    """How many updates a past network is behind the current one when step t uses it: one line per way
+    of refreshing it.
 
-    ``curves`` maps a policy's name to the distance ``‖current − past‖`` after each training step
-    (``snapshots.parameter_distance``). ``every`` marks the steps of a periodic hard sync with
-    dotted vertical lines (every ``every`` steps), so the saw-tooth reads against its cause.
+    ``curves`` maps a refresh policy's name to its lag at steps 1, 2, …: at the evaluation of step t
+    (before that step's sync and update), the distance ``‖current − past‖`` divided by the size of the
+    latest update ``‖θ_t − θ_{t−1}‖`` (a copy synced in every step is exactly 1 behind). ``every``
+    marks the hard syncs of a periodic copy, made in steps ``every``, ``2 every``, … right after their
+    evaluation, with dotted vertical lines half a step later: between the evaluation where the copy is
+    furthest behind and the next one, where it is 1 behind. ``level = (value, label)`` draws a dashed
+    horizontal reference (a soft copy's ``1/τ``).
 
     >>> import numpy as np
     >>> fig = snapshot_lag({"hard, every step": np.ones(20), "hard, every 10": np.arange(20) % 10 + 1.0}, every=10)
@@ -568,21 +574,84 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None) -> Any:
     import numpy as np
 
     if not curves:
-        raise ValueError("curves must hold at least one policy's distances")
-    fig, ax = new_figure()
+        raise ValueError("curves must hold at least one policy's lags")
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+        raise ValueError(f"every must be a positive number of steps, got {every!r}")
+    arrays = {}
     for name, curve in curves.items():
-        curve = np.asarray(curve, dtype=float)
-        if curve.ndim != 1 or curve.size == 0:
-            raise ValueError(f"curves[{name!r}] must be a non-empty 1-D sequence of distances, got shape {curve.shape}")
-        ax.plot(np.arange(1, curve.size + 1), curve, label=name)
+        arrays[name] = np.asarray(curve, dtype=float)
+        if arrays[name].ndim != 1 or arrays[name].size == 0:
+            raise ValueError(f"curves[{name!r}] must be a non-empty 1-D sequence of lags, got shape {arrays[name].shape}")
+    fig, ax = new_figure(width=8.0, height=5.0)
+    for (name, curve), width in zip(arrays.items(), [2.5, 1.8, 1.8, 1.8, 1.8, 1.8]):
+        ax.plot(np.arange(1, curve.size + 1), curve, lw=width, marker="o", ms=2.5, label=name)
+    steps = max(curve.size for curve in arrays.values())
+    if level is not None:
+        ax.axhline(level[0], color="grey", ls="--", lw=1, label=level[1])
     if every is not None:
-        steps = max(len(c) for c in curves.values())
-        for t in range(1, steps + 1, every):
-            label = f"hard sync (every {every})" if t == 1 else "_nolegend_"
-            ax.axvline(t, color="grey", linestyle=":", linewidth=0.8, label=label)
-    ax.set_xlabel("training step")
-    ax.set_ylabel("‖current − past‖ (trainable weights)")
-    ax.set_title("How far the past network lags behind the current one")
-    ax.legend()
+        for k, t in enumerate(range(every, steps, every)):  # synced in step t, after t's evaluation
+            ax.axvline(t + 0.5, color="grey", ls=":", lw=1.2,
+                       label=f"sync of the every-{every} copy (between two evaluations)" if k == 0 else "_nolegend_")
+    ax.set_xlim(0, steps + 1)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("training step t (B has had t updates)")
+    ax.set_ylabel("updates behind\n" r"($\|\theta_t - \theta'\|$ ÷ $\|\theta_t - \theta_{t-1}\|$)")
+    ax.set_title("How far behind B is the past network when step t evaluates with it?")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def snapshot_step_order(steps: int = 2) -> Any:
+    """A timeline of the question's training step: in each step B and the past network both evaluate
+    A's features into one loss, then the past network takes B's state (weights and BatchNorm
+    statistics: the sync), then the optimizer updates A and B; each box shows the weights a network
+    holds after that phase (θ_t: B's weights after t updates), the box the phase changes drawn bold.
+
+    A diagram of the order in notebook 05's ``train_step`` (no data): at every evaluation the past
+    network holds θ_{t−1} while B holds θ_t.
+
+    >>> fig = snapshot_step_order(2)
+    >>> [t.get_text().split()[0] for t in fig.axes[0].texts if t.get_text().startswith(("evaluate", "sync", "update"))][:3]
+    ['evaluate', 'sync:', 'update']
+    """
+    from matplotlib.patches import FancyBboxPatch
+
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 4:
+        raise ValueError(f"steps must be an int from 1 to 4, got {steps!r}")
+
+    def theta(k: int) -> str:
+        return r"$\theta_{t}$" if k == 0 else rf"$\theta_{{t{k:+d}}}$"
+
+    fig, ax = new_figure(width=2.4 + 4.0 * steps, height=2.9)
+    rows = {"B (trained)": 1.0, "past B (frozen copy)": 0.0}
+    gap, width = 1.8, 5.8  # between phases, between steps
+    for k in range(steps):
+        phases = [("evaluate both\non A(x): one loss", (k, k - 1), None),
+                  ("sync: past B ← B\n(weights + BN stats)", (k, k), "past B (frozen copy)"),
+                  ("update A and B\n(not past B)", (k + 1, k), "B (trained)")]
+        for j, (phase, held, changed) in enumerate(phases):
+            x = width * k + gap * j
+            ax.text(x, 1.6, phase, ha="center", va="center", fontsize=9.5, linespacing=1.3)
+            for (row, y), version in zip(rows.items(), held):
+                bold = row == changed
+                ax.add_patch(FancyBboxPatch((x - 0.45, y - 0.2), 0.9, 0.4, boxstyle="round,pad=0.02",
+                                            fc=COLORS[0] if y else COLORS[3], alpha=0.4 if bold else 0.15,
+                                            ec="black", lw=1.8 if bold else 0.6))
+                ax.text(x, y, theta(version), ha="center", va="center", fontsize=13)
+            if phase.startswith("sync"):
+                ax.annotate("", xy=(x, 0.22), xytext=(x, 0.78), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
+        ax.text(width * k + gap, 2.1, "step t" if k == 0 else f"step t + {k}", ha="center", va="center",
+                fontsize=11, fontweight="bold")
+        if k:
+            x = width * k - (width - 2 * gap) / 2
+            ax.plot([x, x], [-0.3, 2.2], color="grey", lw=0.8, ls="--")
+    for row, y in rows.items():
+        ax.text(-0.7, y, row, ha="right", va="center", fontsize=10)
+    ax.text(width * (steps - 1) / 2 + gap, -0.5, r"bold box: the network that phase changes;  $\theta_t$: B's weights after t updates", ha="center", va="center", fontsize=9, color="dimgrey")
+    ax.set_xlim(-2.9, width * (steps - 1) + 2 * gap + 0.7)
+    ax.set_ylim(-0.65, 2.3)
+    ax.axis("off")
+    ax.set_title("At every evaluation, past B holds the weights B had one update earlier", fontsize=11)
     fig.tight_layout()
     return fig

@@ -484,3 +484,81 @@ class ValidationPasses:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# --------------------------------------------------------------------------- notebook 05: network snapshots
+
+__all__ += ["network_from_keras"]
+
+_V1_ACTIVATIONS = {"linear": tf.identity, "relu": tf.nn.relu}
+
+
+def network_from_keras(x: Any, model: Any, *, training: bool) -> tuple[Any, list]:
+    """``model`` (a built Keras ``Sequential`` of ``Dense`` and ``BatchNormalization`` layers) re-created
+    as ``tf.compat.v1`` ops on the graph tensor ``x``: the TF1 way, a network is the code that creates
+    its variables.
+
+    Each variable comes from ``tf.compat.v1.get_variable("<layer name>/<variable name>")`` in the
+    current variable scope (so a scope's ``custom_getter`` sees every read), initialised from the
+    model's current values: call it under two scopes and you get two networks that start equal.
+    BatchNorm's moving statistics are ``trainable=False`` variables (in ``GLOBAL_VARIABLES``, not in
+    ``TRAINABLE_VARIABLES``). With ``training=True`` BatchNorm normalises with the batch's statistics
+    and the returned ops move the moving statistics as Keras does
+    (``moving = momentum * moving + (1 - momentum) * batch``); with ``training=False`` it uses the
+    moving statistics and no op is returned. Returns ``(outputs, update_ops)``.
+
+    >>> import keras
+    >>> net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, activation="relu", name="dense")])
+    >>> with tf.Graph().as_default():
+    ...     with tf.compat.v1.variable_scope("copy"):
+    ...         out, updates = network_from_keras(tf.compat.v1.placeholder(tf.float32, [None, 3]), net, training=False)
+    ...     [v.op.name for v in tf.compat.v1.global_variables()]
+    ['copy/dense/kernel', 'copy/dense/bias']
+
+    Raises ``RuntimeError`` outside a graph (eager mode), ``TypeError`` if ``model`` is not a built
+    Sequential, and ``ValueError`` naming the first layer or activation it cannot re-create.
+    """
+    import keras
+    from tensorflow.python.eager import context as eager_context  # no public way to read a variable eagerly here
+
+    if tf.executing_eagerly():
+        raise RuntimeError("network_from_keras builds TF1 ops: call it inside `with tf.Graph().as_default():`")
+    if not isinstance(model, keras.Sequential) or not model.built:
+        raise TypeError(f"model must be a built keras.Sequential, got {type(model).__name__}")
+    for layer in model.layers:  # refuse before creating any variable
+        if type(layer) not in (keras.layers.Dense, keras.layers.BatchNormalization):
+            raise ValueError(f"model layer {layer.name!r} is a {type(layer).__name__}: network_from_keras "
+                             "re-creates Dense and BatchNormalization layers only")
+        activation = layer.get_config().get("activation", "linear")
+        if activation not in _V1_ACTIVATIONS:
+            raise ValueError(f"model layer {layer.name!r} has activation {activation!r}: network_from_keras "
+                             f"knows {sorted(_V1_ACTIVATIONS)}")
+        if isinstance(layer, keras.layers.BatchNormalization) and layer.axis not in (-1, len(layer.input.shape) - 1):
+            raise ValueError(f"model layer {layer.name!r} normalises axis {layer.axis}: only the last axis is supported")
+
+    def variable(layer: Any, weight: Any, trainable: bool) -> Any:
+        with eager_context.eager_mode():  # the Keras variable lives outside this graph: read it eagerly
+            value = np.asarray(weight.numpy())
+        return v1.get_variable(f"{layer.name}/{weight.name}", shape=value.shape, dtype=tf.as_dtype(value.dtype),
+                               initializer=v1.constant_initializer(value), trainable=trainable)
+
+    h, updates = x, []
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.Dense):
+            h = tf.matmul(h, variable(layer, layer.kernel, True))
+            if layer.use_bias:
+                h = h + variable(layer, layer.bias, True)
+            h = _V1_ACTIVATIONS[layer.get_config()["activation"]](h)
+            continue
+        gamma = variable(layer, layer.gamma, True) if layer.scale else None
+        beta = variable(layer, layer.beta, True) if layer.center else None
+        moving_mean = variable(layer, layer.moving_mean, False)
+        moving_variance = variable(layer, layer.moving_variance, False)
+        if training:
+            mean, variance = tf.nn.moments(h, axes=list(range(len(h.shape) - 1)))
+            updates += [moving_mean.assign(moving_mean * layer.momentum + mean * (1.0 - layer.momentum)),
+                        moving_variance.assign(moving_variance * layer.momentum + variance * (1.0 - layer.momentum))]
+        else:
+            mean, variance = moving_mean, moving_variance
+        h = tf.nn.batch_normalization(h, mean, variance, beta, gamma, layer.epsilon)
+    return h, updates
