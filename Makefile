@@ -13,7 +13,7 @@ COLAB_STAMP  := $(COLAB_VENV)/.installed
 COLAB_PYTHON ?= $(shell for p in python3.13 $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
                   "$$p" -c "" 2>/dev/null && { echo "$$p"; break; }; done)
 
-.PHONY: lab test unit replay replay-colab run student classroom bench sync
+.PHONY: lab test unit replay replay-colab run student classroom course bench sync
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,13 @@ student: $(STAMP)
 ##                 notebook graded fully (make unit grades two); prints autograde's time per student
 classroom: $(STAMP)
 	CLASSROOM=all $(PY) -m pytest -q -s tests/test_classroom.py
+
+## make course: an nbgrader course folder in $(COURSE) (default course/): config (course id, grading seed),
+##              source (the notebooks with their hidden tests), release; prints where submissions go.
+##              Run it again after pulling: it updates sources and releases, and keeps everything else
+COURSE ?= course
+course: $(STAMP)
+	$(PY) tools/classroom.py course "$(COURSE)" --notebooks notebooks
 
 ## make bench: every benchmark, ratios against its baseline, written to build/benchmarks.txt
 bench: $(STAMP)

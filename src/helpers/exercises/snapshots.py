@@ -70,7 +70,7 @@ def check_soft_update(soft_update: Callable) -> None:
 
     # 1. a known tau.
     call_learner(soft_update, sources, targets, _TAU, name="soft_update")
-    src1, dst1 = values(sources), values(targets)
+    src1, dst1 = values(trainable(current)), values(trainable(past))  # the networks' own variables
     expect(all(np.array_equal(a, b) for a, b in zip(src0, src1)), untouched)
     expect(not all(np.array_equal(a, b) for a, b in zip(dst0, dst1)),
            "the target variables did not change: write the new value into each target variable "
@@ -94,10 +94,11 @@ def check_soft_update(soft_update: Callable) -> None:
         )
 
     # 2. tau = 1 is a hard copy, from a fresh past network.
+    sources, targets = trainable(current), trainable(past)
     for variable, value in zip(targets, dst0):
         variable.assign(value)
     call_learner(soft_update, sources, targets, 1.0, name="soft_update")
-    src2, dst2 = values(sources), values(targets)
+    src2, dst2 = values(trainable(current)), values(trainable(past))
     expect(all(np.array_equal(a, b) for a, b in zip(src0, src2)), untouched)
     expect(all(np.allclose(t, s, rtol=0, atol=1e-6) for t, s in zip(dst2, src0)),
            "with tau=1 the past network must become an exact copy of the current one, and it did not")
@@ -108,22 +109,27 @@ def check_soft_update(soft_update: Callable) -> None:
 
 
 class _Uncopyable(keras.Model):
-    """Dense, BatchNorm, Dropout, Dense: a subclassed model that takes an argument and has no
-    ``get_config()``, so no helper can rebuild it."""
+    """``blocks`` times Dense + BatchNorm, then Dropout and Dense: a subclassed model that takes
+    arguments and has no ``get_config()``, so no helper can rebuild it."""
 
-    def __init__(self, width: int, rate: float):
+    def __init__(self, width: int, rate: float, blocks: int = 1):
         super().__init__(name="net")
-        self.hidden = keras.layers.Dense(width, activation="relu", name="hidden")
-        self.norm = keras.layers.BatchNormalization(name="norm")
+        self.blocks = []
+        for k in range(blocks):
+            suffix = "" if k == 0 else f"_{k + 1}"
+            self.blocks.append((keras.layers.Dense(width, activation="relu", name=f"hidden{suffix}"),
+                                keras.layers.BatchNormalization(name=f"norm{suffix}")))
         self.dropout = keras.layers.Dropout(rate, name="dropout")
         self.head = keras.layers.Dense(1, name="head")
 
     def call(self, x, training=None):
-        hidden = self.norm(self.hidden(x), training=training)
-        return self.head(self.dropout(hidden, training=training))
+        for dense, norm in self.blocks:
+            x = norm(dense(x), training=training)
+        return self.head(self.dropout(x, training=training))
 
 
-def uncopyable_network(seed: int = 303, width: int = 6, rows: int = 32) -> tuple[keras.Model, np.ndarray, np.ndarray]:
+def uncopyable_network(seed: int = 303, width: int = 6, rows: int = 32,
+                       blocks: int = 1) -> tuple[keras.Model, np.ndarray, np.ndarray]:
     """``(model, x, y)``: the model (built, trained a little so that BatchNorm's statistics and the
     Dropout seed are far from their start) and data, the features far from BatchNorm's 0 / 1.
 
@@ -135,7 +141,7 @@ def uncopyable_network(seed: int = 303, width: int = 6, rows: int = 32) -> tuple
     rng = np.random.default_rng(seed)
     x = rng.normal(2.0, 3.0, size=(rows, 4)).astype("float32")
     y = rng.normal(size=(rows, 1)).astype("float32")
-    model = _Uncopyable(width, 0.25)
+    model = _Uncopyable(width, 0.25, blocks)
     model(x)
     train(model, x, y)
     return model, x, y

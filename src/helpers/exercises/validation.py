@@ -130,9 +130,12 @@ class Recorder:
 
 def training_stream(batch: int = _BATCH) -> tf.data.Dataset:
     """A long training stream of ``(x, y)`` batches; x[:, 0] is the example's position in the stream."""
-    return tf.data.Dataset.range(0, 10**6, batch).map(
-        lambda first: (tf.stack([tf.cast(first + tf.range(batch, dtype=tf.int64), tf.float32),
-                                 tf.zeros([batch])], axis=1), tf.zeros([batch, 1])))
+    @tf.autograph.experimental.do_not_convert
+    def examples(first):
+        ids = tf.cast(first + tf.range(batch, dtype=tf.int64), tf.float32)
+        return tf.stack([ids, tf.zeros([batch])], axis=1), tf.zeros([batch, 1])
+
+    return tf.data.Dataset.range(0, 10**6, batch).map(examples)
 
 
 def reads_hint(recorder: Recorder, schedule: list[int], size: int, batch: int = _BATCH) -> str:
