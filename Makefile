@@ -60,10 +60,11 @@ run: $(STAMP)
 student: $(STAMP)
 	$(PY) tools/make_student.py notebooks build/student
 
-## make classroom: nbgrader's workflow (generate, autograde, feedback, export, validate) with every
-##                 notebook graded fully (make unit grades two); prints autograde's time per student
+## make classroom: nbgrader's workflow on every notebook (the course as `make course` makes it, the
+##                 teacher's notebook, the untouched release, the wrong answers of tests/classroom_answers),
+##                 the test make unit runs too; prints autograde's time per student
 classroom: $(STAMP)
-	CLASSROOM=all $(PY) -m pytest -q -s tests/test_classroom.py
+	$(PY) -m pytest -q -s tests/test_hidden.py tests/test_classroom.py
 
 ## make course: an nbgrader course folder in $(COURSE) (default course/): config (course id, grading seed),
 ##              source (the notebooks with their hidden tests), release; prints where submissions go.

@@ -12,11 +12,11 @@ checkout's, as ``make sync`` writes them, each with its written question inserte
 2. for every notebook, the full assignment is graded for ``demo`` (the teacher's notebook: full
    points, its written answer left to the teacher) and ``untouched`` (the release as handed out: 0
    points, only the grade cells fail, each with a one-line hint); the time per student is printed;
-3. for every notebook, an exercises-only assignment (its setup cell and its "Your turn" section,
-   from the same course source) is graded for one student per kind of wrong answer in
+3. an assignment ``exercises`` holds every notebook's exercises only (its setup cell and its "Your
+   turn" section, from the same course source); one student per kind of wrong answer in
    ``tests/classroom_answers/<notebook>/<kind>.py`` (a hard-coded visible answer that also tries
-   to patch the checkers, a dodge of the rule, a plausible mistake, a partial answer): each
-   exercise scores exactly its ``POINTS``, zero with a one-line hint;
+   to patch the checkers, a dodge of the rule, a plausible mistake, a partial answer) hands in
+   all five: each exercise scores exactly its ``POINTS``, zero with a one-line hint;
 4. the release holds no hidden test, the grading kernel draws the course's seed, ``make course``
    run again changes nothing (and after a notebook changed, keeps every submission and grade),
    ``nbgrader validate`` and a submission without metadata behave as docs/teaching.md says.
@@ -55,7 +55,7 @@ BIN = Path(sys.executable).parent  # nbgrader, and alembic, which nbgrader runs 
 NOTEBOOKS = {path.stem: path for path in sync_workbook.notebook_paths()}
 DEMO, UNTOUCHED, STRIPPED = "demo", "untouched", "stripped"
 KINDS = notebook_answers.KINDS
-EXERCISES = "_exercises"  # suffix of the exercises-only assignments
+EXERCISES = "exercises"  # the assignment of every notebook's exercises only
 SUCCESS = "Success! Your notebook passes all the tests."
 NOT_WRITTEN = "is not written yet"
 CHECK_CALL = re.compile(r"""checker\(\s*["'](\w+)["']\s*\)\s*\.\s*(check_\w+)\s*\(""")
@@ -172,8 +172,9 @@ class Course:
     outputs: dict[str, str] = field(default_factory=dict)  # what the commands printed, by step
     before_rerun: dict[str, dict] = field(default_factory=dict)
 
-    def autograded(self, student: str, assignment: str):
-        return nbformat.read(self.root / "autograded" / student / assignment / f"{assignment}.ipynb", as_version=4)
+    def autograded(self, student: str, assignment: str, notebook: str | None = None):
+        path = self.root / "autograded" / student / assignment / f"{notebook or assignment}.ipynb"
+        return nbformat.read(path, as_version=4)
 
     def feedback(self, student: str, name: str) -> BeautifulSoup:
         html = (self.root / "feedback" / student / name / f"{name}.html").read_text(encoding="utf-8")
@@ -192,11 +193,12 @@ def _make_workbook(folder: Path) -> Path:
     return folder
 
 
-def _hand_in(course: Course, student: str, assignment: str, nb) -> None:
+def _hand_in(course: Course, student: str, assignment: str, nb, notebook: str | None = None) -> None:
     folder = course.root / "submitted" / student / assignment
     folder.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, folder / f"{assignment}.ipynb")
-    course.students.setdefault(assignment, []).append(student)
+    nbformat.write(nb, folder / f"{notebook or assignment}.ipynb")
+    if student not in course.students.setdefault(assignment, []):
+        course.students[assignment].append(student)
 
 
 def _autograde(course: Course, assignment: str, graded_now: int) -> None:
@@ -205,65 +207,83 @@ def _autograde(course: Course, assignment: str, graded_now: int) -> None:
     course.seconds_per_student[assignment] = (time.perf_counter() - start) / graded_now
 
 
+def _cell_seconds(nb) -> dict[str, float]:
+    """Where a graded notebook's time went: all its cells, the cells that time something with
+    ``helpers.measure``, and the grade cells (visible checks and hidden tests)."""
+    import datetime
+
+    def seconds(cell) -> float:
+        timing = cell.metadata.get("execution", {})
+        if "iopub.execute_input" not in timing or "shell.execute_reply" not in timing:
+            return 0.0
+        start, end = (datetime.datetime.fromisoformat(timing[k].replace("Z", "+00:00"))
+                      for k in ("iopub.execute_input", "shell.execute_reply"))
+        return (end - start).total_seconds()
+
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    return {"cells": sum(map(seconds, code)),
+            "measure": sum(seconds(c) for c in code if "measure." in c.source),
+            "grade": sum(seconds(c) for c in code if c.metadata.get("nbgrader", {}).get("grade"))}
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Course:
     if not (BIN / "nbgrader").is_file():
         pytest.fail(f"nbgrader is not installed in {BIN.parent}: run make (the test extra installs it)")
     workbook = _make_workbook(tmp_path_factory.mktemp("workbook"))
-    block = teacher_block()
     course = Course(workbook, workbook / "course")
     start = time.perf_counter()
-    course.outputs["teacher block"] = _run(["bash", "-euo", "pipefail", "-c", block], workbook)
+    course.outputs["teacher block"] = _run(["bash", "-euo", "pipefail", "-c", teacher_block()], workbook)
     course.outputs["teacher block seconds"] = f"{time.perf_counter() - start:.1f}"
     root = course.root
     first = next(iter(NOTEBOOKS))
     course.students[first] = [DEMO]  # handed in and graded by the teacher's block
 
     for name, path in NOTEBOOKS.items():  # the full notebooks
-        release = nbformat.read(root / "release" / name / path.name, as_version=4)
         if name != first:
             _hand_in(course, DEMO, name, nbformat.read(workbook / "notebooks" / path.name, as_version=4))
-        _hand_in(course, UNTOUCHED, name, release)
+        _hand_in(course, UNTOUCHED, name, nbformat.read(root / "release" / name / path.name, as_version=4))
         _autograde(course, name, graded_now=1 if name == first else 2)
-        nbgrader(root, "generate_feedback", name)
+    nbgrader(root, "generate_feedback", first)  # the untouched release's page (demo's: the teacher's block)
 
-    for name, path in NOTEBOOKS.items():  # the exercises-only assignments: the matrix of wrong answers
-        assignment = name + EXERCISES
+    folder = root / "source" / EXERCISES  # every notebook's exercises, one assignment
+    folder.mkdir(parents=True)
+    for name, path in NOTEBOOKS.items():
         source = nbformat.read(root / "source" / name / path.name, as_version=4)
-        (root / "source" / assignment).mkdir(parents=True)
-        nbformat.write(classroom.exercises_only(source), root / "source" / assignment / f"{assignment}.ipynb")
-        nbgrader(root, "generate_assignment", assignment)
-        release = nbformat.read(root / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+        nbformat.write(classroom.exercises_only(source), folder / path.name)
+    nbgrader(root, "generate_assignment", EXERCISES)
+    for name, path in NOTEBOOKS.items():
+        release = nbformat.read(root / "release" / EXERCISES / path.name, as_version=4)
         teacher = classroom.exercises_only(teacher_notebook(name))
         for kind in KINDS:
-            _hand_in(course, kind, assignment, kind_submission(release, teacher, name, kind))
-        if name == first:
+            _hand_in(course, kind, EXERCISES, kind_submission(release, teacher, name, kind), name)
+        if name == first:  # the teacher's answers, but an editor dropped every cell's metadata
             for cell in teacher.cells:
                 cell.metadata.pop("nbgrader", None)
-            _hand_in(course, STRIPPED, assignment, teacher)
-        _autograde(course, assignment, graded_now=len(course.students[assignment]))
+            _hand_in(course, STRIPPED, EXERCISES, teacher, name)
+    _autograde(course, EXERCISES, graded_now=len(KINDS) * len(NOTEBOOKS) + 1)
     nbgrader(root, "export")
 
-    last = list(NOTEBOOKS)[-1] + EXERCISES
-    for copy, nb in (("release", root / "release" / last / f"{last}.ipynb"),
-                     ("solved", classroom.exercises_only(teacher_notebook(list(NOTEBOOKS)[-1])))):
-        if not isinstance(nb, Path):
-            target = course.workbook / f"{last}.ipynb"
-            nbformat.write(nb, target)
-            nb = target
-        course.outputs[f"validate {copy}"] = nbgrader(root, "validate", str(nb))
+    last = list(NOTEBOOKS)[-1]
+    solved = workbook / f"{last}.ipynb"
+    nbformat.write(classroom.exercises_only(teacher_notebook(last)), solved)
+    for copy, path in (("release", root / "release" / EXERCISES / f"{last}.ipynb"), ("solved", solved)):
+        course.outputs[f"validate {copy}"] = nbgrader(root, "validate", str(path))
 
     course.before_rerun = {folder: _tree_digest(root / folder) for folder in ("submitted", "autograded", "feedback")}
     course.before_rerun["files"] = {f: (root / f).read_bytes() for f in ("nbgrader_config.py", "gradebook.db")}
     course.outputs["make course again"] = _run(["make", "-s", "course"], workbook)
 
     print("\nnbgrader autograde, seconds per student (this machine, shared; load average "
-          f"{os.getloadavg()[0]:.1f} at the end):")
-    for assignment, seconds in course.seconds_per_student.items():
-        print(f"  {assignment}: {seconds:5.1f} s  ({', '.join(course.students[assignment])})")
+          f"{os.getloadavg()[0]:.1f} at the end), and where the teacher's notebook spent its time:")
+    for name in NOTEBOOKS:
+        spent = _cell_seconds(course.autograded(DEMO, name))
+        print(f"  {name}: {course.seconds_per_student[name]:5.1f} s  (cells {spent['cells']:.1f} s, of which "
+              f"timing with helpers.measure {spent['measure']:.1f} s, grade cells {spent['grade']:.1f} s)")
     full = sum(course.seconds_per_student[name] for name in NOTEBOOKS)
-    print(f"  all five full notebooks: {full:.1f} s per student; the teacher's block took "
-          f"{course.outputs['teacher block seconds']} s")
+    print(f"  all five full notebooks: {full:.1f} s per student")
+    print(f"  exercises only, all five notebooks: {course.seconds_per_student[EXERCISES] * len(NOTEBOOKS):.1f} s "
+          f"per student; the teacher's block took {course.outputs['teacher block seconds']} s")
     return course
 
 
@@ -278,16 +298,17 @@ def _result(cell) -> str | None:
                 None)
 
 
-def _submission(course: Course, student: str, assignment: str, read):
+def _submission(course: Course, student: str, assignment: str, read, notebook: str | None = None):
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course.root / 'gradebook.db'}") as gradebook:
-        return read(gradebook.find_submission_notebook(assignment, assignment, student))
+        return read(gradebook.find_submission_notebook(notebook or assignment, assignment, student))
 
 
-def _scores(course: Course, student: str, assignment: str) -> dict[str, tuple[float, float]]:
+def _scores(course: Course, student: str, assignment: str, notebook: str | None = None) -> dict[str, tuple[float, float]]:
     """``{grade_id: (score, max_score)}`` of the student's notebook in nbgrader's gradebook."""
-    return _submission(course, student, assignment, lambda nb: {g.name: (g.score, g.max_score) for g in nb.grades})
+    return _submission(course, student, assignment, lambda nb: {g.name: (g.score, g.max_score) for g in nb.grades},
+                       notebook)
 
 
 def _feedback_lines(course: Course, student: str, name: str, grade_id: str) -> list[str]:
@@ -429,9 +450,9 @@ def test_make_student_gives_the_cells_nbgrader_releases(course, name):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_the_release_holds_no_hidden_test(course, name):
     visible = "\n".join(c.source for c in teacher_notebook(name).cells)
-    for assignment in (name, name + EXERCISES):
-        source = nbformat.read(course.root / "source" / assignment / f"{assignment}.ipynb", as_version=4)
-        release = nbformat.read(course.root / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    for assignment in (name, EXERCISES):
+        source = nbformat.read(course.root / "source" / assignment / f"{name}.ipynb", as_version=4)
+        release = nbformat.read(course.root / "release" / assignment / f"{name}.ipynb", as_version=4)
         released = "\n".join(c.source for c in release.cells)
         assert any(make_student.BEGIN_HIDDEN in c.source for c in source.cells)
         assert "HIDDEN TESTS" not in released
@@ -441,7 +462,7 @@ def test_the_release_holds_no_hidden_test(course, name):
                 line.strip() for line in visible.splitlines()}
             assert len(distinctive) > 5, e
             leaked = sorted(line for line in distinctive if line in released)
-            assert not leaked, f"{assignment}: the release shows hidden-test lines: {leaked[:2]}"
+            assert not leaked, f"{assignment}/{name}: the release shows hidden-test lines: {leaked[:2]}"
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -454,10 +475,10 @@ def test_the_untouched_release_scores_zero_and_stops_only_at_its_grade_cells(cou
     errors = _errors(course.autograded(UNTOUCHED, name))
     for e in found:
         where = f"{name} {e.grade_id} (untouched release)"
-        lines = _feedback_lines(course, UNTOUCHED, name, e.grade_id)
-        _assert_one_line_hint(lines, where)
-        assert errors.get(e.check) == lines, f"{where}: the feedback page differs from the graded notebook"
-        assert NOT_WRITTEN in lines[0] and lines[0].startswith(f"CheckFailed: 0 of {e.points} points: ")
+        _assert_one_line_hint(errors.get(e.check, []), where)
+        assert NOT_WRITTEN in errors[e.check][0] and errors[e.check][0].startswith(f"CheckFailed: 0 of {e.points} points: ")
+        if name == next(iter(NOTEBOOKS)):  # the feedback page shows the same line
+            assert _feedback_lines(course, UNTOUCHED, name, e.grade_id) == errors[e.check], where
     others = {i: tb[-1][:200] if tb else "" for i, tb in errors.items() if i not in {e.check for e in found}}
     assert not others, f"{name}: only the grade cells may fail; other cells that failed: {others}"
     assert not _submission(course, UNTOUCHED, name, lambda s: s.needs_manual_grade)  # nothing written
@@ -480,14 +501,14 @@ def test_the_teachers_notebook_scores_full_points_and_leaves_its_written_answer_
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_each_wrong_answer_scores_its_points_under_autograde(course, name, kind):
-    assignment = name + EXERCISES
     expected = notebook_answers.wrong_answers(name, kind).POINTS
     teacher = classroom.exercises_only(teacher_notebook(name))
     found = exercises(teacher)
     assert set(expected) == {e.name for e in found}, f"{kind}.py must give POINTS for every exercise of {name}"
-    assert _scores(course, kind, assignment) == {e.grade_id: (float(expected[e.name]), float(e.points)) for e in found} | {
+    assert _scores(course, kind, EXERCISES, name) == {
+        e.grade_id: (float(expected[e.name]), float(e.points)) for e in found} | {
         g: (0.0, float(p)) for g, p in written(teacher).items()}
-    autograded = course.autograded(kind, assignment)
+    autograded = course.autograded(kind, EXERCISES, name)
     errors = _errors(autograded)
     for e in found:
         where = f"{name} {e.name} ({kind})"
@@ -503,7 +524,7 @@ def test_partial_credit_is_awarded_in_every_notebook(course):
     for name in NOTEBOOKS:
         partial = notebook_answers.wrong_answers(name, "partial").POINTS
         assert any(0 < points for points in partial.values()), name
-        scores = _scores(course, "partial", name + EXERCISES)
+        scores = _scores(course, "partial", EXERCISES, name)
         assert any(0 < score < most for score, most in scores.values()), f"{name}: no partial score in {scores}"
 
 
@@ -529,10 +550,10 @@ def test_the_grading_kernel_draws_the_courses_seed(course, monkeypatch):
 
 
 def test_a_submission_without_nbgrader_metadata_scores_zero_and_needs_manual_grading(course):
-    assignment = next(iter(NOTEBOOKS)) + EXERCISES
-    assert {score for score, _ in _scores(course, STRIPPED, assignment).values()} == {0.0}
-    assert _submission(course, STRIPPED, assignment, lambda nb: nb.needs_manual_grade)
-    assert _errors(course.autograded(STRIPPED, assignment)) == {}  # its answers were right all the same
+    name = next(iter(NOTEBOOKS))
+    assert {score for score, _ in _scores(course, STRIPPED, EXERCISES, name).values()} == {0.0}
+    assert _submission(course, STRIPPED, EXERCISES, lambda nb: nb.needs_manual_grade, name)
+    assert _errors(course.autograded(STRIPPED, EXERCISES, name)) == {}  # its answers were right all the same
 
 
 def test_validate_says_success_only_on_a_solved_copy(course):
@@ -541,15 +562,20 @@ def test_validate_says_success_only_on_a_solved_copy(course):
     assert SUCCESS in solved, solved[-2000:]
 
 
+def _assignment_scores(course: Course, student: str, assignment: str) -> list[tuple[float, float]]:
+    notebooks = [p.stem for p in (course.root / "source" / assignment).glob("*.ipynb")]
+    return [pair for notebook in notebooks for pair in _scores(course, student, assignment, notebook).values()]
+
+
 def test_export_lists_every_score_in_the_gradebook(course):
     with open(course.root / "grades.csv", newline="", encoding="utf-8") as f:
         rows = {(r["assignment"], r["student_id"]): (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)}
     everyone = {student for students in course.students.values() for student in students}
     expected = {}
     for assignment, students in course.students.items():
-        maximum = sum(most for _, most in _scores(course, students[0], assignment).values())
+        maximum = sum(most for _, most in _assignment_scores(course, students[0], assignment))
         for student in everyone:  # a student who handed nothing in is listed with 0 points
-            scores = _scores(course, student, assignment).values() if student in students else [(0.0, maximum)]
+            scores = _assignment_scores(course, student, assignment) if student in students else [(0.0, maximum)]
             expected[assignment, student] = (sum(s for s, _ in scores), sum(m for _, m in scores))
     assert rows == expected
 
@@ -570,10 +596,10 @@ def test_make_course_after_a_notebook_changed_keeps_submissions_and_grades(cours
     nb = nbformat.read(path, as_version=4)
     nb.cells[0].source += "\n\nA sentence the teacher added."
     nbformat.write(nb, path)
-    scores = {(s, a): _scores(course, s, a) for a, students in course.students.items() for s in students}
+    scores = {(s, a): _assignment_scores(course, s, a) for a, students in course.students.items() for s in students}
     kept = {folder: _tree_digest(course.root / folder) for folder in ("submitted", "autograded", "feedback")}
     output = _run(["make", "-s", "course"], course.workbook)
     assert f"generated: {name}" in output
     assert "A sentence the teacher added." in (course.root / "release" / name / f"{name}.ipynb").read_text()
-    assert {(s, a): _scores(course, s, a) for a, students in course.students.items() for s in students} == scores
+    assert {(s, a): _assignment_scores(course, s, a) for a, students in course.students.items() for s in students} == scores
     assert {folder: _tree_digest(course.root / folder) for folder in kept} == kept

@@ -110,13 +110,13 @@ def with_written_question(nb, stem: str):
                if c.cell_type == "markdown" and sync_workbook.WRITTEN.match(c.source)), None)
     if at is not None:
         nb.cells[at - 1].source, nb.cells[at].source = question, answer
-        return nb
-    before = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith(TAKEAWAYS)),
-                  None)
-    if before is None:
-        raise ValueError(f"{stem}: no {TAKEAWAYS!r} cell to put the written question in front of")
-    nb.cells[before:before] = [nbformat.v4.new_markdown_cell(question), nbformat.v4.new_markdown_cell(answer)]
-    return nb
+    else:
+        before = next((i for i, c in enumerate(nb.cells)
+                       if c.cell_type == "markdown" and c.source.startswith(TAKEAWAYS)), None)
+        if before is None:
+            raise ValueError(f"{stem}: no {TAKEAWAYS!r} cell to put the written question in front of")
+        nb.cells[before:before] = [nbformat.v4.new_markdown_cell(question), nbformat.v4.new_markdown_cell(answer)]
+    return sync_workbook.with_nbgrader_metadata(nb, stem)
 
 
 # --------------------------------------------------------------------------- the course folder

@@ -184,7 +184,12 @@ def synced_notebook(path: Path):
     else:
         nb.cells.insert(1, nbformat.v4.new_code_cell(colab_cell_source()))
     _graded_from_hidden_tests(nb, path.stem)
-    for cell, meta in zip(nb.cells, nbgrader_metadata(nb, path.name)):
+    return with_nbgrader_metadata(nb, path.name)
+
+
+def with_nbgrader_metadata(nb, name: str = "notebook"):
+    """``nb`` with every cell's nbgrader metadata written from the cells' text (changed in place)."""
+    for cell, meta in zip(nb.cells, nbgrader_metadata(nb, name)):
         if meta is None:
             cell.metadata.pop("nbgrader", None)
         else:
