@@ -386,6 +386,34 @@ def test_the_written_question_goes_in_front_of_the_takeaways_once(name):
     assert student.cells[at[0]].source == make_student.TEXT_STUB and student.cells[at[0] - 1].source == question
 
 
+def test_a_written_answer_cell_is_a_manually_graded_solution_cell_after_its_question():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("**Written question (2 points).** Why?"),
+                nbformat.v4.new_markdown_cell("**Model answer** (2 points, graded by hand)\n\nBecause.")]
+    assert sync_workbook.nbgrader_metadata(nb) == [None, {
+        "grade": True, "grade_id": "written_1", "locked": False, "points": 2, "schema_version": 3,
+        "solution": True, "task": False}]
+    nb.cells[0] = nbformat.v4.new_code_cell("x = 1")
+    with pytest.raises(ValueError, match="right after its question's markdown cell"):
+        sync_workbook.nbgrader_metadata(nb)
+
+
+def test_a_grade_cell_gets_its_points_from_its_hidden_test_and_needs_one(tmp_path, monkeypatch):
+    name = next(iter(NOTEBOOKS))
+    nb = nbformat.read(NOTEBOOKS[name], as_version=4)
+    e = exercises(nb)[0]
+    nb.cells[e.check].source = nb.cells[e.check].source.replace(f"# Graded: {e.points} ", "# Graded: 99 ", 1)
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, path)
+    synced = sync_workbook.synced_notebook(path)
+    points = sync_workbook.hidden_points(sync_workbook.hidden_test_path(name, e.name))
+    assert synced.cells[e.check].source.startswith(f"# Graded: {points} points\n")
+    assert synced.cells[e.check].metadata["nbgrader"]["points"] == points
+    monkeypatch.setattr(sync_workbook, "HIDDEN", tmp_path / "nowhere")
+    with pytest.raises(ValueError, match=f"exercise '{e.name}' has no hidden test"):
+        sync_workbook.synced_notebook(path)
+
+
 def points_table() -> str:
     """The points table of docs/teaching.md, from the notebooks as ``make sync`` writes them and
     their written questions."""

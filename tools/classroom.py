@@ -48,11 +48,11 @@ def hidden_test(stem: str, exercise: str) -> tuple[int, str]:
     """``(points, code)`` of the exercise's hidden test: the code is the file after its first line."""
     path = sync_workbook.hidden_test_path(stem, exercise)
     if not path.is_file():
-        raise ValueError(f"{stem}: exercise {exercise!r} has no hidden test ({path.relative_to(ROOT)})")
+        raise ValueError(f"{stem}: exercise {exercise!r} has no hidden test ({sync_workbook.shown(path)})")
     code = path.read_text(encoding="utf-8").split("\n", 1)[1].strip("\n")
     for marker in (BEGIN_HIDDEN, END_HIDDEN, "BEGIN SOLUTION", "END SOLUTION"):
         if marker.removeprefix("### ") in code:
-            raise ValueError(f"{path.relative_to(ROOT)} must not contain {marker!r}")
+            raise ValueError(f"{sync_workbook.shown(path)} must not contain {marker!r}")
     return sync_workbook.hidden_points(path), code
 
 
@@ -98,7 +98,7 @@ def written_cells(stem: str) -> tuple[str, str]:
     path = WRITTEN_DIR / f"{stem}.md"
     parts = [part.strip("\n") for part in path.read_text(encoding="utf-8").split(CELL_BREAK)]
     if len(parts) != 2 or not sync_workbook.WRITTEN.match(parts[1]):
-        raise ValueError(f"{path.relative_to(ROOT)}: the question, a {CELL_BREAK!r} line, then the answer cell "
+        raise ValueError(f"{sync_workbook.shown(path)}: the question, a {CELL_BREAK!r} line, then the answer cell "
                          "starting '**Model answer** (N points, graded by hand)'")
     return parts[0], parts[1]
 

@@ -129,6 +129,11 @@ def hidden_test_path(notebook: str, exercise: str) -> Path:
     return HIDDEN / notebook / f"{exercise}.py"
 
 
+def shown(path: Path) -> str:
+    """``path`` relative to the workbook when it is inside it (for messages)."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def hidden_points(path: Path) -> int:
     """The points a hidden test's parts add up to: its first line, ``# Graded: N points``."""
     first = path.read_text(encoding="utf-8").split("\n", 1)[0]
@@ -147,7 +152,7 @@ def _graded_from_hidden_tests(nb, stem: str) -> None:
         path = hidden_test_path(stem, exercise)
         if not path.is_file():
             raise ValueError(f"{stem}: exercise {exercise!r} has no hidden test: write "
-                             f"{path.relative_to(ROOT)} (docs/teaching.md says how)")
+                             f"{shown(path)} (docs/teaching.md says how)")
         first, newline, rest = nb.cells[i].source.partition("\n")
         nb.cells[i].source = GRADED.sub(f"# Graded: {hidden_points(path)} points", first, count=1) + newline + rest
 

@@ -14,15 +14,15 @@ from helpers.exercises import checker, expect, grading
 def _hidden(grade):
     fix, rng, mse = checker("decoupling"), grade.rng, keras.losses.MeanSquaredError(dtype="float64")
 
-    def loss_at(model, batch, w):
+    def loss_at(model, batch, w, gradient=False):
         for variable, value in zip(model.trainable_variables, w):
             variable.assign(value)
         with tf.GradientTape() as tape:
             loss = mse(batch[1], model(batch[0], training=False))
-        return float(loss), [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
+        return float(loss), [g.numpy() for g in tape.gradient(loss, model.trainable_variables)] if gradient else None
 
     def searcher(model, batch, w0, shrink):  # search(c, tries): the first accepted step, or 0.0
-        f0, g = loss_at(model, batch, w0)
+        f0, g = loss_at(model, batch, w0, gradient=True)
         squared, steps, losses = sum(float(np.sum(d * d)) for d in g), [1.0], []
 
         def search(c, tries):
