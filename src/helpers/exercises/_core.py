@@ -100,9 +100,10 @@ def stderr_to_stdout() -> Iterator[None]:
 
 
 def reporting_when_autograded(check: Callable[..., Any]) -> Callable[..., Any]:
-    """``check``, except that under ``nbgrader autograde`` a :class:`CheckFailed` is printed (one line)
-    and ``0.0`` returned instead of raised: the hidden tests after it in the grade cell still run and
-    decide the points, and a grade cell without hidden tests still scores 0 (its result)."""
+    """``check``, except that under ``nbgrader autograde`` a :class:`CheckFailed` (or any error) is
+    printed (one line) and ``0.0`` returned instead of raised: the hidden tests after it in the grade
+    cell still run and decide the points, and a grade cell without hidden tests still scores 0 (its
+    result)."""
 
     @functools.wraps(check)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -113,6 +114,9 @@ def reporting_when_autograded(check: Callable[..., Any]) -> Callable[..., Any]:
                 return check(*args, **kwargs)
         except CheckFailed as failure:
             print(f"Visible check failed: {failure}")
+            return 0.0
+        except Exception as error:  # noqa: BLE001 - whatever the answer did, the hidden test decides
+            print(f"Visible check could not finish: {type(error).__name__}: {_first_line(error)}")
             return 0.0
 
     return run
