@@ -33,7 +33,7 @@ python_given = $(if $(filter command line,$(origin PYTHON)),1,)
 venv = $(if $(and $(wildcard $(STAMP)),$(if $(python_given),,1)),,$(check_python))@PYTHON_GIVEN=$(python_given) \
   tools/venv.sh "$(VENV)" "$(PYTHON)" "$(1)"
 
-.PHONY: lab teach test unit replay replay-colab browser chromium pythons run student classroom bench sync \
+.PHONY: lab teach test unit replay replay-colab browser chromium pythons run student classroom course bench sync \
         $(STAMP)
 
 ## make lab: JupyterLab on your own copies of the notebooks (my-notebooks/, solutions removed; a copy
@@ -102,10 +102,18 @@ run: $(STAMP)
 student: $(STAMP)
 	$(PY) tools/make_student.py notebooks build/student
 
-## make classroom: nbgrader's workflow (generate, autograde, feedback, export, validate) with every
-##                 notebook graded fully (make unit grades two); prints autograde's time per student
+## make classroom: nbgrader's workflow on every notebook (the course as `make course` makes it, the
+##                 teacher's notebook, the untouched release, the wrong answers of tests/classroom_answers),
+##                 the test make unit runs too; prints autograde's time per student
 classroom: $(STAMP)
-	CLASSROOM=all $(PY) -m pytest -q -s tests/test_classroom.py
+	$(PY) -m pytest -q -s tests/test_hidden.py tests/test_classroom.py
+
+## make course: an nbgrader course folder in $(COURSE) (default course/): config (course id, grading seed),
+##              source (the notebooks with their hidden tests), release; prints where submissions go.
+##              Run it again after pulling: it updates sources and releases, and keeps everything else
+COURSE ?= course
+course: $(STAMP)
+	$(PY) tools/classroom.py course "$(COURSE)" --notebooks notebooks
 
 ## make bench: every benchmark, ratios against its baseline, written to build/benchmarks.txt
 bench: $(STAMP)

@@ -56,3 +56,72 @@ def stub(notebook: str, name: str, namespace: dict[str, Any] | None = None) -> C
     """``name`` as the student copy has it (solution replaced by ``raise NotImplementedError()``)."""
     source = make_student.strip_solutions(answer_cell(notebook, name))
     return _run(source, name, f"{notebook}:{name} (student)", namespace)
+
+
+HIDDEN = ROOT / "classroom" / "hidden"
+
+
+def hidden_source(notebook: str, exercise: str) -> str:
+    """The hidden test of ``exercise`` as ``make course`` writes it into the grade cell (its first line,
+    ``# Graded: N points``, excluded)."""
+    text = (HIDDEN / notebook / f"{exercise}.py").read_text(encoding="utf-8")
+    return text.split("\n", 1)[1]
+
+
+def run_hidden(notebook: str, exercise: str, answer_fn: Callable, namespace: dict[str, Any] | None = None) -> float:
+    """Run the hidden test of ``exercise`` on ``answer_fn`` as a grade cell would, in a namespace that
+    holds ``np``, ``tf``, ``keras``, ``namespace`` and the answer; the cell's result (the points), or
+    the ``CheckFailed`` it raises."""
+    import ast
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    scope: dict[str, Any] = {"np": np, "tf": tf, "keras": keras, **(namespace or {}), exercise: answer_fn}
+    tree = ast.parse(hidden_source(notebook, exercise))
+    *body, last = tree.body
+    if not isinstance(last, ast.Expr):
+        raise ValueError(f"{notebook}/{exercise}.py must end with the grading(...) expression")
+    exec(compile(ast.Module(body=body, type_ignores=[]), f"hidden {exercise}", "exec"), scope)  # noqa: S102
+    return eval(compile(ast.Expression(last.value), f"hidden {exercise}", "eval"), scope)  # noqa: S307
+
+
+WRONG = ROOT / "tests" / "classroom_answers"
+KINDS = ("hardcoded", "dodge", "mistake", "partial")
+
+
+def wrong_answers(notebook: str, kind: str) -> Any:
+    """The module ``tests/classroom_answers/<notebook>/<kind>.py``: one wrong answer per exercise,
+    ``POINTS`` (what each must score under the hidden tests) and ``PASSES_VISIBLE``."""
+    import importlib.util
+
+    path = WRONG / notebook / f"{kind}.py"
+    spec = importlib.util.spec_from_file_location(f"classroom_answers_{notebook}_{kind}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def answer_cell_source(notebook: str, kind: str, exercise: str) -> str:
+    """The answer cell a student who wrote ``kind``'s answer to ``exercise`` hands in: the module's
+    own statements (aliases, constants; not its imports, ``POINTS`` or ``PASSES_VISIBLE``), then the
+    function."""
+    import ast
+
+    source = (WRONG / notebook / f"{kind}.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    kept = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):  # the docstring
+            continue
+        if isinstance(node, ast.Assign) and {getattr(t, "id", "") for t in node.targets} & {"POINTS", "PASSES_VISIBLE"}:
+            continue
+        if isinstance(node, ast.FunctionDef) and node.name != exercise:
+            continue
+        kept.append(ast.get_source_segment(source, node))
+    if not any(text.startswith(f"def {exercise}(") for text in kept):
+        raise LookupError(f"{notebook}/{kind}.py defines no {exercise}()")
+    return "\n\n".join(kept)

@@ -852,15 +852,17 @@ def test_check_accumulate_refuses_an_answer_that_applies_the_gradient():
         _check("check_accumulate")(applies)
 
 
-def test_check_accumulate_says_to_write_the_loop_when_the_helper_refuses_its_small_device():
-    def with_the_helper(model, loss_fn, x, y, max_examples):
-        return acc.accumulated_gradients(model, loss_fn, acc.micro_batches((x, y), max_examples))
+def test_check_accumulate_says_to_write_the_loop_when_helpers_accumulation_runs_the_model():
+    def with_the_helper(model, loss_fn, x, y, max_examples):  # right, and within the device's limit
+        n = int(x.shape[0])
+        sizes = [min(max_examples, n - start) for start in range(0, n, max_examples)]
+        return acc.accumulated_gradients(model, loss_fn, acc.micro_batches((x, y), sizes))
 
     with pytest.raises(CheckFailed) as info:
         _check("check_accumulate")(with_the_helper)
     message = str(info.value)
-    assert "called helpers.accumulation" in message and "write the loop yourself" in message
-    assert "_SmallDevice" not in message and "\n" not in message
+    assert "called helpers.accumulation" in message and "write that loop yourself" in message
+    assert "Record" not in message and "\n" not in message
 
 
 def _plain_means(model, micro_batches, equal=False):  # each micro-batch's own loss, weighted by size

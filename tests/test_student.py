@@ -71,3 +71,28 @@ def test_call_learner_turns_the_stub_into_feedback():
 
     with pytest.raises(CheckFailed, match="not written yet"):
         call_learner(stub, 1)
+
+
+def test_hidden_tests_are_removed_with_their_markers():
+    source = "# Graded: 2 points\ncheck(f)\n### BEGIN HIDDEN TESTS\ngrading('f', _hidden)\n### END HIDDEN TESTS"
+    assert make_student.strip_hidden_tests(source) == "# Graded: 2 points\ncheck(f)"
+
+
+@pytest.mark.parametrize("source", [
+    "### BEGIN HIDDEN TESTS\nx = 1",
+    "x = 1\n### END HIDDEN TESTS",
+    "### BEGIN HIDDEN TESTS\n### BEGIN HIDDEN TESTS\n### END HIDDEN TESTS",
+])
+def test_unbalanced_hidden_test_markers_are_an_error(source):
+    with pytest.raises(ValueError, match="HIDDEN TESTS"):
+        make_student.strip_hidden_tests(source, where="nb cell 3")
+
+
+def test_a_written_answer_becomes_nbgraders_text_stub_and_the_question_stays():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("**Written question (2 points).** Why?"),
+                nbformat.v4.new_markdown_cell("**Model answer** (2 points, graded by hand)\n\nBecause."),
+                nbformat.v4.new_markdown_cell("**Model answer** is what this cell talks about, not one")]
+    student = make_student.student_cells(nb)
+    assert [c.source for c in student.cells] == ["**Written question (2 points).** Why?", "YOUR ANSWER HERE",
+                                                 "**Model answer** is what this cell talks about, not one"]

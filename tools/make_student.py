@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Write student copies of the notebooks: solutions removed, outputs cleared.
+"""Write student copies of the notebooks: solutions and hidden tests removed, outputs cleared.
 
-In code cells, every block from a ``### BEGIN SOLUTION`` line to its ``### END SOLUTION`` line
-(nbgrader's markers) becomes ``# YOUR CODE HERE`` + ``raise NotImplementedError()`` at the
-marker's indentation. The checker cell that follows then tells the student the exercise is not
-done yet, without revealing anything.
+What nbgrader's ``generate_assignment`` does to the same notebook (a test compares them cell by cell):
+
+* in code cells, every block from a ``### BEGIN SOLUTION`` line to its ``### END SOLUTION`` line
+  becomes ``# YOUR CODE HERE`` + ``raise NotImplementedError()`` at the marker's indentation (the
+  checker cell that follows then tells the student the exercise is not done yet), and every block
+  from ``### BEGIN HIDDEN TESTS`` to ``### END HIDDEN TESTS`` goes, markers included;
+* a written question's answer cell (a markdown cell starting ``**Model answer** (N points, graded by
+  hand)``) becomes ``YOUR ANSWER HERE``.
 
     python tools/make_student.py notebooks build/student
 """
@@ -17,7 +21,11 @@ from pathlib import Path
 
 import nbformat
 
+from sync_workbook import WRITTEN
+
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+TEXT_STUB = "YOUR ANSWER HERE"  # nbgrader's ClearSolutions.text_stub
 
 
 def strip_solutions(source: str, where: str = "cell") -> str:
@@ -43,15 +51,43 @@ def strip_solutions(source: str, where: str = "cell") -> str:
     return "\n".join(out)
 
 
-def student_notebook(path: Path):
-    nb = nbformat.read(path, as_version=4)
+def strip_hidden_tests(source: str, where: str = "cell") -> str:
+    """``source`` without its ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS`` blocks (markers
+    included), as nbgrader's release has it."""
+    out: list[str] = []
+    inside = False
+    for line in source.split("\n"):
+        if BEGIN_HIDDEN in line:
+            if inside:
+                raise ValueError(f"{where}: nested {BEGIN_HIDDEN}")
+            inside = True
+        elif END_HIDDEN in line:
+            if not inside:
+                raise ValueError(f"{where}: {END_HIDDEN} without {BEGIN_HIDDEN}")
+            inside = False
+        elif not inside:
+            out.append(line)
+    if inside:
+        raise ValueError(f"{where}: {BEGIN_HIDDEN} without {END_HIDDEN}")
+    return "\n".join(out)
+
+
+def student_cells(nb, name: str = "notebook"):
+    """``nb`` as students get it (changed in place and returned)."""
     for index, cell in enumerate(nb.cells):
+        where = f"{name} cell {index}"
+        if cell.cell_type == "markdown" and WRITTEN.match(cell.source):
+            cell.source = TEXT_STUB
         if cell.cell_type != "code":
             continue
-        cell.source = strip_solutions(cell.source, where=f"{path.name} cell {index}")
+        cell.source = strip_solutions(strip_hidden_tests(cell.source, where), where=where)
         cell.outputs = []
         cell.execution_count = None
     return nb
+
+
+def student_notebook(path: Path):
+    return student_cells(nbformat.read(path, as_version=4), path.name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,13 @@ rewrites, from it and from each notebook's first cell:
 * nbgrader's cell metadata for every exercise (schema version 3): the code cell holding
   ``### BEGIN SOLUTION`` is a solution cell (``grade_id`` ``answer_<function>``); the code cell right
   after it must start with ``# Graded: N points`` and becomes a locked, autograded test cell with N
-  points (``grade_id`` ``check_<function>``); no other cell carries nbgrader metadata;
+  points (``grade_id`` ``check_<function>``); a markdown cell that starts with
+  ``**Model answer** (N points, graded by hand)`` (a written question's answer, right after the
+  question's markdown cell) becomes a manually graded answer cell (``grade_id`` ``written_<k>``);
+  no other cell carries nbgrader metadata;
+* the points of each exercise: the grade cell's ``# Graded: N points`` line is rewritten from its
+  hidden test, ``classroom/hidden/<notebook>/<function>.py``, whose first line says how many points
+  its parts add up to (every exercise needs one: the grades come from it, see docs/teaching.md);
 * the notebook's kernelspec, written as JupyterLab writes it (:data:`KERNELSPEC`), so that opening a
   notebook in JupyterLab changes nothing and a save shows no diff;
 * the table between ``<!-- notebooks:start -->`` and ``<!-- notebooks:end -->`` in README.md: per
@@ -43,6 +49,8 @@ GRADED = re.compile(r"^# Graded: (\d+) points?\b")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 TIME_TO_RUN = re.compile(r"\*\*Time to run:\*\*\s*(.+?)\s*$", re.M)
 TIME_TO_DO = re.compile(r"\*\*Time (?:to do|for) (?:the )?exercises:\*\*\s*(.+?)\s*$", re.M)
+WRITTEN = re.compile(r"^\*\*Model answer\*\* \((\d+) points?, graded by hand\)")
+HIDDEN = ROOT / "classroom" / "hidden"
 
 
 def _project() -> dict:
@@ -85,6 +93,17 @@ def nbgrader_metadata(nb, name: str = "notebook") -> list[dict | None]:
     result: list[dict | None] = [None] * len(nb.cells)
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     ids: set[str] = set()
+    written = 0
+    for i, cell in enumerate(nb.cells):
+        match = WRITTEN.match(cell.source) if cell.cell_type == "markdown" else None
+        if match is None:
+            continue
+        if i == 0 or nb.cells[i - 1].cell_type != "markdown":
+            raise ValueError(f"{name} cell {i}: a written answer cell must come right after its question's "
+                             "markdown cell")
+        written += 1
+        result[i] = {"grade": True, "grade_id": f"written_{written}", "locked": False, "points": int(match.group(1)),
+                     "schema_version": 3, "solution": True, "task": False}
     for k, i in enumerate(code):
         source = nb.cells[i].source
         if BEGIN_SOLUTION not in source:
@@ -110,8 +129,41 @@ def nbgrader_metadata(nb, name: str = "notebook") -> list[dict | None]:
 
 
 def notebook_points(nb) -> dict[str, int]:
-    """``{grade_id: points}`` of the notebook's graded cells."""
+    """``{grade_id: points}`` of the notebook's graded cells (autograded and written)."""
     return {meta["grade_id"]: meta["points"] for meta in nbgrader_metadata(nb) if meta and meta["grade"]}
+
+
+def hidden_test_path(notebook: str, exercise: str) -> Path:
+    """Where the hidden test of ``exercise`` (an answer cell's function) in ``notebook`` (a file stem) lives."""
+    return HIDDEN / notebook / f"{exercise}.py"
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the workbook when it is inside it (for messages)."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def hidden_points(path: Path) -> int:
+    """The points a hidden test's parts add up to: its first line, ``# Graded: N points``."""
+    first = path.read_text(encoding="utf-8").split("\n", 1)[0]
+    match = GRADED.match(first)
+    if match is None:
+        raise ValueError(f"{path}: the first line must be '# Graded: N points' (what its parts add up to)")
+    return int(match.group(1))
+
+
+def _graded_from_hidden_tests(nb, stem: str) -> None:
+    """Rewrite each grade cell's ``# Graded: N points`` line with its hidden test's points."""
+    for i, meta in enumerate(nbgrader_metadata(nb, stem)):
+        if not (meta and meta["grade"] and meta["grade_id"].startswith("check_")):
+            continue
+        exercise = meta["grade_id"].removeprefix("check_")
+        path = hidden_test_path(stem, exercise)
+        if not path.is_file():
+            raise ValueError(f"{stem}: exercise {exercise!r} has no hidden test: write "
+                             f"{shown(path)} (docs/teaching.md says how)")
+        first, newline, rest = nb.cells[i].source.partition("\n")
+        nb.cells[i].source = GRADED.sub(f"# Graded: {hidden_points(path)} points", first, count=1) + newline + rest
 
 
 def notebook_paths() -> list[Path]:
@@ -145,7 +197,13 @@ def synced_notebook(path: Path):
         colab[0].source = colab_cell_source()
     else:
         nb.cells.insert(1, nbformat.v4.new_code_cell(colab_cell_source()))
-    for cell, meta in zip(nb.cells, nbgrader_metadata(nb, path.name)):
+    _graded_from_hidden_tests(nb, path.stem)
+    return with_nbgrader_metadata(nb, path.name)
+
+
+def with_nbgrader_metadata(nb, name: str = "notebook"):
+    """``nb`` with every cell's nbgrader metadata written from the cells' text (changed in place)."""
+    for cell, meta in zip(nb.cells, nbgrader_metadata(nb, name)):
         if meta is None:
             cell.metadata.pop("nbgrader", None)
         else:

@@ -1,15 +1,17 @@
 """Checkers for notebook 02's exercises: gradients of a batch too large for the device.
 
-Both checkers hand the learner a model that holds at most a few examples at a time, as a small
-device would: running it on more rows (the whole batch, or micro-batches joined with ``tf.concat``)
-fails the check with a hint. Each case has a small micro-batch unlike the others, so weighting
-mistakes show.
+Both checkers hand the learner a model that stands for a small device: its layers record how many
+examples they ran on at once, whichever way the model was called (``model(x)``, ``model.call(x)``,
+inside a ``tf.function``), and which helper module ran it. More rows than the device holds (the
+whole batch, or micro-batches joined with ``tf.concat``), a model that never saw every example, or
+a model run by ``helpers.accumulation`` fails the check with a hint. Each case has a small
+micro-batch unlike the others, so weighting mistakes show.
+
+Fixtures for the hidden tests: :func:`device_case` (a model and data) and :func:`device_rule`.
 """
 
 from __future__ import annotations
 
-import os
-import traceback
 from typing import Any, Callable
 
 import numpy as np
@@ -17,43 +19,46 @@ import tensorflow as tf
 import keras
 
 from helpers.exercises._core import CheckFailed, call_learner, expect, passed
+from helpers.exercises._guards import Record, RecordingDense
+
+__all__ = ["check_accumulate", "check_means_gradient", "device_case", "device_rule"]
 
 _TOLERANCE = 1e-5
+_WATCHED = ("accumulation.py", "gradient_accumulator.py")
 
 
-class _SmallDevice:
-    """The checker's model: a Keras model that refuses to run on more than ``limit`` examples at once.
+def device_case(n: int, seed: int) -> tuple[keras.Model, Record, np.ndarray, np.ndarray]:
+    """``(model, record, x, y)``: ``n`` examples whose last two are unlike the rest (so a small last
+    micro-batch's weight matters), and a model whose layers record how they were run.
 
-    Everything else (``trainable_variables``, ``training=True`` ...) is the wrapped model's.
+    >>> model, record, x, y = device_case(6, seed=1)
+    >>> x.shape, y.shape, record.rows
+    ((6, 3), (6, 1), 0)
     """
-
-    def __init__(self, model: keras.Model, limit: int):
-        self._model, self._limit = model, limit
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
-    def __call__(self, x, *args, **kwargs):
-        rows = tf.convert_to_tensor(x).shape[0]
-        if rows is None:  # traced by the learner's tf.function without a static batch size
-            tf.debugging.assert_less_equal(tf.shape(x)[0], self._limit, message=self._hint("more than"))
-        else:
-            expect(rows <= self._limit, self._hint(rows))
-        return self._model(x, *args, **kwargs)
-
-    def _hint(self, rows) -> str:
-        return (f"your code ran the model on {rows} examples at once, but this device holds at most "
-                f"{self._limit}: run the model on one micro-batch at a time (no tf.concat of micro-batches)")
-
-
-def _case(n: int, seed: int):
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 3)).astype("float32")
     y = (x @ np.array([[1.5], [-2.0], [0.5]], dtype="float32") + 0.3).astype("float32")
-    y[-2:] += 4.0  # the last examples are unlike the rest, so the small micro-batch's weight matters
+    y[-2:] += 4.0
     keras.utils.set_random_seed(seed)
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, activation="tanh"), keras.layers.Dense(1)])
-    return model, x, y
+    record = Record(watched=_WATCHED)
+    model = keras.Sequential([keras.Input((3,)), RecordingDense(4, record, first=True, activation="tanh"),
+                              RecordingDense(1, record)])
+    return model, record, x, y
+
+
+def device_rule(record: Record, limit: int, n: int, name: str, *, counted: bool = True) -> str:
+    """The device's rule as a hint if the recorded run broke it, else ``""`` (``counted=False``: the
+    examples the model saw are not counted yet)."""
+    if record.helpers:
+        return (f"`{name}` called {record.helpers[0]} to run the model: this exercise is to write that loop "
+                "yourself, with tf.GradientTape")
+    if record.most > limit:
+        return (f"your code ran the model on {record.most} examples at once, but this device holds at most "
+                f"{limit}: run the model on one micro-batch at a time (no tf.concat of micro-batches)")
+    if counted and record.rows < n:
+        return (f"your code ran the model on {record.rows} of the {n} examples: the gradient must come from "
+                "the model run on every example, one micro-batch at a time")
+    return ""
 
 
 def _gradient(model: keras.Model, loss: Callable, x, y) -> list[np.ndarray]:
@@ -66,37 +71,20 @@ def _max_diff(a, b) -> float:
     return max(float(np.max(np.abs(np.asarray(u) - np.asarray(v)))) for u, v in zip(a, b))
 
 
-def _run(fn: Callable, name: str, model: keras.Model, limit: int, *args: Any) -> list[np.ndarray]:
-    """Call the learner's ``fn(small device, *args)``; its gradients as arrays, once checked: one per
-    trainable variable, shaped like it, and the weights left as they were."""
-    before = [w.copy() for w in model.get_weights()]
-    got = call_learner(_own_loop_only(fn, name), _SmallDevice(model, limit), *args, name=name)
+def _run(fn: Callable, name: str, model: keras.Model, record: Record, limit: int, n: int,
+         *args: Any) -> list[np.ndarray]:
+    """Call the learner's ``fn(model, *args)``; its gradients as arrays, once checked: the device's rule
+    kept, one gradient per trainable variable, shaped like it, and the weights left as they were."""
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    got = call_learner(fn, model, *args, name=name)
+    broken = device_rule(record, limit, n, name, counted=False)
+    expect(not broken, broken)
     arrays = _as_gradients(got, model, name)
-    expect(_max_diff(before, model.get_weights()) == 0.0,
+    broken = device_rule(record, limit, n, name)
+    expect(not broken, broken)
+    expect(_max_diff(before, [v.numpy() for v in model.trainable_variables]) == 0.0,
            "the model's weights changed: compute the gradient only, do not apply it")
     return arrays
-
-
-_HELPER_FILES = tuple(os.path.join("helpers", f) for f in ("accumulation.py", "gradient_accumulator.py"))
-
-
-def _own_loop_only(fn: Any, name: str) -> Any:
-    """``fn``, except that an error raised inside ``helpers.accumulation`` (which refuses the checker's
-    small device, not being a plain Keras model) becomes the exercise's rule instead of the helper's
-    message. Anything else, the stub's ``NotImplementedError`` included, goes to ``call_learner``."""
-    if not callable(fn):
-        return fn
-
-    def run(*args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Exception as error:  # noqa: BLE001 - re-raised unless the helpers raised it
-            if any(frame.filename.endswith(_HELPER_FILES) for frame in traceback.extract_tb(error.__traceback__)):
-                raise CheckFailed(f"`{name}` called helpers.accumulation, which this exercise's small device does "
-                                  "not accept: write the loop yourself, with tf.GradientTape") from None
-            raise
-
-    return run
 
 
 def _as_gradients(got: Any, model: keras.Model, name: str) -> list[np.ndarray]:
@@ -121,8 +109,8 @@ def check_accumulate(accumulate: Callable) -> None:
     batch ``(x, y)``, running the model on at most ``max_examples`` examples at a time."""
     mse = keras.losses.MeanSquaredError()
     for n, limit, seed in [(12, 5, 7), (9, 4, 3)]:
-        model, x, y = _case(n, seed)
-        got = _run(accumulate, "accumulate", model, limit, mse, tf.constant(x), tf.constant(y), limit)
+        model, record, x, y = device_case(n, seed)
+        got = _run(accumulate, "accumulate", model, record, limit, n, mse, tf.constant(x), tf.constant(y), limit)
         full = _gradient(model, mse, x, y)
         if _max_diff(got, full) <= _TOLERANCE:
             continue
@@ -152,10 +140,10 @@ def check_means_gradient(means_gradient: Callable) -> None:
     over all examples of all micro-batches, running the model on one micro-batch at a time."""
     for sizes, seed in [((5, 5, 2), 11), ((4, 4, 4, 1), 5)]:
         n, limit = sum(sizes), max(sizes)
-        model, x, y = _case(n, seed)
+        model, record, x, y = device_case(n, seed)
         bounds = np.cumsum((0,) + sizes)
         parts = [(tf.constant(x[a:b]), tf.constant(y[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
-        got = _run(means_gradient, "means_gradient", model, limit, parts)
+        got = _run(means_gradient, "means_gradient", model, record, limit, n, parts)
         full = _gradient(model, _means_loss, x, y)
         if _max_diff(got, full) <= _TOLERANCE:
             continue

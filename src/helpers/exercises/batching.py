@@ -9,6 +9,12 @@ TF1 producer and sessions), and one layout has 10**15 tokens, more than any pipe
 ``check_reset_callback(fn)``: ``fn(epoch_size)`` must return a Keras callback that resets a model's
 stateful RNN layers exactly before the batches where the rows jump back to their start (every
 ``epoch_size`` batches of a repeated ``ptb_batches`` stream), whatever ``steps_per_epoch`` ``fit`` uses.
+
+The expected positions come from the real producer run inside the check (and, for the stream no
+pipeline can hold, from a predicate on the layout); nothing here returns them for given arguments.
+Fixtures for the hidden tests: :func:`positions_of` (the learner's positions, pipelines hidden) and
+:func:`stateful_model` and :func:`zero_state_batches` (where a fit with the learner's callback
+started from a zero state).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import numpy as np
 
 from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
-__all__ = ["check_batch_positions", "check_reset_callback"]
+__all__ = ["check_batch_positions", "check_reset_callback", "positions_of", "stateful_model", "zero_state_batches"]
 
 # (n_tokens, batch_size, num_steps): uneven lengths, one stream, one step, a stream length that is
 # a multiple of num_steps (where "one window too many" shows), and the notebook's corpus layout.
@@ -41,23 +47,13 @@ def _genuine_batching() -> Any:
     return module
 
 
-def _reference(k: int, n_tokens: int, batch_size: int, num_steps: int) -> np.ndarray:
-    """Batch ``k`` of the real producer fed with positions, so its values *are* the positions."""
-    return _reference_batches(n_tokens, batch_size, num_steps, k + 1)[k]
-
-
-@functools.lru_cache(maxsize=None)
-def _reference_batches(n_tokens: int, batch_size: int, num_steps: int, count: int) -> np.ndarray:
-    dataset = _genuine_batching().ptb_batches(np.arange(n_tokens), batch_size, num_steps, repeat=True, prefetch=0)
-    return np.stack([x.numpy() for x, _ in dataset.take(count)])
-
-
-def _expected_positions(k: int, n_tokens: int, batch_size: int, num_steps: int) -> np.ndarray:
-    """The positions by the layout's arithmetic, for layouts no pipeline can hold (unit-tested to
-    equal :func:`_reference` on every small layout)."""
+def _follows_layout(got: np.ndarray, k: int, n_tokens: int, batch_size: int, num_steps: int) -> bool:
+    """Whether ``got`` holds batch ``k``'s positions: rows of consecutive positions, one row per
+    stream, the streams ``batch_len`` apart, stream 0 at window ``k % epoch_size``."""
     layout = _genuine_batching().ptb_layout(n_tokens, batch_size, num_steps)
-    first = (k % layout.epoch_size) * num_steps
-    return np.arange(batch_size, dtype=np.int64)[:, None] * layout.batch_len + first + np.arange(num_steps)
+    rows_consecutive = bool(np.all(np.diff(got, axis=1) == 1))
+    streams_apart = bool(np.all(np.diff(got[:, 0]) == layout.batch_len))
+    return rows_consecutive and streams_apart and int(got[0, 0]) == (k % layout.epoch_size) * num_steps
 
 
 def _epoch_size(n_tokens: int, batch_size: int, num_steps: int) -> int:
@@ -108,7 +104,9 @@ def _ran_pipeline(name: str, label: str) -> str:
             "Compute them with arithmetic from k, n_tokens, batch_size and num_steps")
 
 
-def _call_positions(fn: Callable[..., Any], k: int, n_tokens: int, batch_size: int, num_steps: int) -> np.ndarray:
+def positions_of(fn: Callable[..., Any], k: int, n_tokens: int, batch_size: int, num_steps: int) -> np.ndarray:
+    """The learner's ``fn(k, n_tokens, batch_size, num_steps)`` as an int64 array, run with every
+    pipeline hidden; a pipeline run, a wrong shape or type, or running out of memory fail with a hint."""
     used: list[str] = []
 
     def run() -> Any:
@@ -147,15 +145,18 @@ def _as_positions(result: Any, expected_shape: tuple[int, int]) -> np.ndarray:
 def check_batch_positions(fn: Callable[[int, int, int, int], Any]) -> None:
     """Compare ``fn`` with the producer on its own cases: inside one epoch, after wrap-arounds, then
     on a stream far too long for any pipeline; the pipelines are hidden while ``fn`` runs."""
-    first_epoch, after_wrap = [], []
+    batching = _genuine_batching()
+    first_epoch, after_wrap, produced = [], [], {}
     for n_tokens, batch_size, num_steps in _CASES:
         epoch = _epoch_size(n_tokens, batch_size, num_steps)
         first_epoch += [(k, n_tokens, batch_size, num_steps) for k in sorted({0, 1 % epoch, epoch - 1})]
         after_wrap += [(k, n_tokens, batch_size, num_steps) for k in (epoch, 2 * epoch + 1)]
+        stream = batching.ptb_batches(np.arange(n_tokens), batch_size, num_steps, repeat=True, prefetch=0)
+        produced[n_tokens, batch_size, num_steps] = np.stack([x.numpy() for x, _ in stream.take(2 * epoch + 2)])
 
     for k, n_tokens, batch_size, num_steps in first_epoch:
-        got = _call_positions(fn, k, n_tokens, batch_size, num_steps)
-        expected = _reference(k, n_tokens, batch_size, num_steps)
+        got = positions_of(fn, k, n_tokens, batch_size, num_steps)
+        expected = produced[n_tokens, batch_size, num_steps][k]
         if np.array_equal(got, expected):
             continue
         case = f"k={k}, n_tokens={n_tokens}, batch_size={batch_size}, num_steps={num_steps}"
@@ -176,8 +177,8 @@ def check_batch_positions(fn: Callable[[int, int, int, int], Any]) -> None:
 
     wrong = []  # (case, the learner's first position) for every wrong batch after a wrap-around
     for k, n_tokens, batch_size, num_steps in after_wrap:
-        got = _call_positions(fn, k, n_tokens, batch_size, num_steps)
-        if not np.array_equal(got, _reference(k, n_tokens, batch_size, num_steps)):
+        got = positions_of(fn, k, n_tokens, batch_size, num_steps)
+        if not np.array_equal(got, produced[n_tokens, batch_size, num_steps][k]):
             wrong.append(((k, n_tokens, batch_size, num_steps), int(got[0, 0])))
     if wrong:
         (k, n_tokens, batch_size, num_steps), _ = wrong[0]
@@ -196,8 +197,8 @@ def check_batch_positions(fn: Callable[[int, int, int, int], Any]) -> None:
     n_tokens, batch_size, num_steps = _HUGE
     huge = [(k, *_HUGE) for k in (12_345, 3 * _epoch_size(*_HUGE) + 7)]
     for case in huge:
-        got = _call_positions(fn, *case)
-        expect(np.array_equal(got, _expected_positions(*case)),
+        got = positions_of(fn, *case)
+        expect(_follows_layout(got, *case),
                f"(k={case[0]}, n_tokens=10**15, batch_size={batch_size}, num_steps={num_steps}) wrong positions "
                "on a very long stream: are your intermediate numbers exact integers (no float, no int32 overflow)?")
 
@@ -216,7 +217,7 @@ _FITS = [(5, 3, 5), (4, 6, 2)]
 _STREAM = (2, 3)  # batch_size, num_steps of the checker's data
 
 
-def _checker_model(batch_size: int, num_steps: int) -> Any:
+def stateful_model(batch_size: int, num_steps: int) -> Any:
     """A small stateful language model whose LSTM is not where the notebook's is (third layer, not second)."""
     import keras
 
@@ -232,14 +233,16 @@ def _checker_model(batch_size: int, num_steps: int) -> Any:
     return model
 
 
-def _zero_state_batches(model: Any, callback: Any, epoch_size: int, steps_per_epoch: int, epochs: int) -> list[int]:
-    """Train with ``callback`` then a spy; the global batches at whose start the LSTM's state is zero."""
+def zero_state_batches(model: Any, callback: Any, epoch_size: int, steps_per_epoch: int, epochs: int,
+                       seed: int | None = None) -> list[int]:
+    """Train ``model`` (a :func:`stateful_model`) with ``callback`` then a spy on a repeated stream of ``epoch_size`` batches; the global batches at whose start the LSTM's
+    state is zero."""
     import keras
 
     batching = _genuine_batching()
     batch_size, num_steps = _STREAM
     n_tokens = batch_size * (epoch_size * num_steps + 1)
-    ids = np.random.default_rng(epoch_size).integers(0, 30, size=n_tokens)
+    ids = np.random.default_rng(epoch_size if seed is None else seed).integers(0, 30, size=n_tokens)
     stream = batching.ptb_batches(ids, batch_size, num_steps, repeat=True)
     lstm = model.layers[2]
     zero: list[int] = []
@@ -271,8 +274,8 @@ def check_reset_callback(fn: Callable[[int], Any]) -> None:
         expect(isinstance(callback, keras.callbacks.Callback),
                f"`reset_callback` must return a keras.callbacks.Callback, got {type(callback).__name__}")
         if model is None:
-            model = _checker_model(*_STREAM)
-        zero = call_learner(_zero_state_batches, model, callback, epoch_size, steps_per_epoch, epochs,
+            model = stateful_model(*_STREAM)
+        zero = call_learner(zero_state_batches, model, callback, epoch_size, steps_per_epoch, epochs,
                             name="your callback")
         total = steps_per_epoch * epochs
         wraps = list(range(0, total, epoch_size))

@@ -4,8 +4,12 @@
 * :func:`check_gradient_check`: a finite-difference gradient check on batches of different sizes,
   with one compiled function traced once.
 
-Each builds its own data and models, runs the learner's function and a reference on copies with the
-same weights, and fails with one line saying what is wrong (never what the code should be).
+Each builds its own data and models, runs the learner's function on one model and checks what it
+returned against losses and gradients computed on a twin with the same weights, and fails with one
+line saying what is wrong (never what the code should be).
+
+Fixtures for the hidden tests: :func:`twin_models`, :func:`counting_pipeline`,
+:func:`recording_model` and :func:`weights`.
 """
 
 from __future__ import annotations
@@ -20,13 +24,14 @@ import tensorflow as tf
 from helpers import decoupling, molecules
 from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
-__all__ = ["check_armijo_step", "check_gradient_check"]
+__all__ = ["check_armijo_step", "check_gradient_check", "twin_models", "counting_pipeline", "recording_model",
+           "weights"]
 
 
-def _twins(batch: tuple, seed: int, **kwargs: Any) -> tuple[keras.Model, keras.Model]:
-    """Two models with the same weights: one for the learner, one for the reference."""
+def twin_models(batch: tuple, seed: int, hidden: int = 8, **kwargs: Any) -> tuple[keras.Model, keras.Model]:
+    """Two built per-atom energy models with the same weights: one for the learner, one for the check."""
     keras.utils.set_random_seed(seed)
-    theirs, ours = molecules.PerAtomEnergy(hidden=8, **kwargs), molecules.PerAtomEnergy(hidden=8, **kwargs)
+    theirs, ours = (molecules.PerAtomEnergy(hidden=hidden, **kwargs), molecules.PerAtomEnergy(hidden=hidden, **kwargs))
     theirs(batch[0]), ours(batch[0])
     ours.set_weights(theirs.get_weights())
     return theirs, ours
@@ -48,8 +53,30 @@ class _Pipeline(decoupling.CountingIterator):
                 f"only {self._needed}: take each batch once and evaluate every point on it") from None
 
 
-def _weights(model: keras.Model) -> list[np.ndarray]:
+def counting_pipeline(dataset: tf.data.Dataset, needed: int) -> _Pipeline:
+    """An iterator over ``dataset`` that counts the batches taken (``.advances``) and fails with a
+    hint when the learner's code runs it dry (it needs only ``needed``)."""
+    return _Pipeline(dataset, needed)
+
+
+def weights(model: keras.Model) -> list[np.ndarray]:
+    """Copies of the model's trainable weights now."""
     return [np.array(v.numpy()) for v in model.trainable_variables]
+
+
+_weights = weights
+
+
+def _loss_and_gradient(model: keras.Model, loss_fn: Callable, batch: tuple,
+                       at: list[np.ndarray] | None = None) -> tuple[float, list[np.ndarray]]:
+    """Loss and gradient of ``model`` (in inference mode) on ``batch``, at the weights ``at`` if given
+    (they stay in the model)."""
+    if at is not None:
+        for variable, value in zip(model.trainable_variables, at):
+            variable.assign(value)
+    with tf.GradientTape() as tape:
+        loss = loss_fn(batch[1], model(batch[0], training=False))
+    return float(loss), [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
 
 
 def _close(a: list[np.ndarray], b: list[np.ndarray], rtol: float = 1e-9) -> bool:
@@ -59,17 +86,26 @@ def _close(a: list[np.ndarray], b: list[np.ndarray], rtol: float = 1e-9) -> bool
 # --------------------------------------------------------------------------- exercise 1
 
 
-def _armijo_reference(batch, model, loss_fn, shrink, c, max_tries) -> float:
-    objective = decoupling.BatchObjective(model, loss_fn, batch)
-    theta = objective.initial_params()
-    f0, g = objective(theta)
-    t = 1.0
-    for _ in range(max_tries):
-        if objective(theta - t * g)[0] <= f0 - c * t * float(g @ g):
-            return t
-        t *= shrink
-    objective.assign(theta)
-    return 0.0
+def _accepts(ours: keras.Model, loss_fn: Callable, batch: tuple, start: list[np.ndarray], trial: float,
+             c: float) -> bool:
+    """Whether the Armijo condition holds at step ``trial`` from ``start`` (``ours`` is left there)."""
+    f0, g = _loss_and_gradient(ours, loss_fn, batch, start)
+    moved = [w - trial * d for w, d in zip(start, g)]
+    return _loss_and_gradient(ours, loss_fn, batch, moved)[0] <= f0 - c * trial * sum(float(np.sum(d * d)) for d in g)
+
+
+def _is_first_accepted(t: float, ours: keras.Model, loss_fn: Callable, batch: tuple, start: list[np.ndarray],
+                       shrink: float, c: float, max_tries: int) -> bool:
+    """Whether ``t`` is the first of 1, shrink, shrink**2 ... (max_tries of them) that the condition
+    accepts, or 0.0 when it accepts none of them."""
+    trials = [shrink ** k for k in range(max_tries)]
+    matches = [k for k, trial in enumerate(trials) if math.isclose(t, trial, rel_tol=1e-9, abs_tol=0.0)]
+    if t == 0.0:
+        return not any(_accepts(ours, loss_fn, batch, start, trial, c) for trial in trials)
+    if not matches:
+        return False
+    return (_accepts(ours, loss_fn, batch, start, t, c)
+            and not any(_accepts(ours, loss_fn, batch, start, trial, c) for trial in trials[:matches[0]]))
 
 
 def check_armijo_step(armijo_step: Callable) -> None:
@@ -81,7 +117,7 @@ def check_armijo_step(armijo_step: Callable) -> None:
     cases = [(0, 0.5, 1e-4, 30), (1, 0.25, 0.3, 30), (2, 0.5, 1e-4, 1)]  # (batch, shrink, c, max_tries)
     for index, shrink, c, max_tries in cases:
         batch = next(iter(dataset.skip(index)))
-        theirs, ours = _twins(batch, seed=index)
+        theirs, ours = twin_models(batch, seed=index)
         start = _weights(theirs)
         iterator = _Pipeline(dataset.skip(index), needed=1)
         t = call_learner(armijo_step, iterator, theirs, loss_fn, shrink, c, max_tries, name="armijo_step")
@@ -90,16 +126,17 @@ def check_armijo_step(armijo_step: Callable) -> None:
                "before the search, and evaluate every trial step on that same batch")
         expect(isinstance(t, (int, float)) and not isinstance(t, bool),
                f"return the accepted step size t as a float, got {type(t).__name__}")
-        want = _armijo_reference(batch, ours, loss_fn, shrink, c, max_tries)
-        expect(math.isclose(t, want, rel_tol=1e-9, abs_tol=0.0),
+        start_weights = _weights(ours)
+        expect(_is_first_accepted(float(t), ours, loss_fn, batch, start_weights, shrink, c, max_tries),
                f"with shrink={shrink}, c={c}, max_tries={max_tries} you returned t={t:.6g}, which is not the "
                "first of 1, shrink, shrink**2, ... that satisfies f(theta - t*g) <= f0 - c*t*|g|^2"
                + (" (or 0.0 when none does within max_tries)" if max_tries == 1 else ""))
-        if want == 0.0:
+        if t == 0.0:
             expect(_close(_weights(theirs), start),
                    "when no step is accepted, put the model back at the weights it started from")
         else:
-            expect(_close(_weights(theirs), _weights(ours)),
+            _, g = _loss_and_gradient(ours, loss_fn, batch, start_weights)
+            expect(_close(_weights(theirs), [w - t * d for w, d in zip(start_weights, g)]),
                    f"t={t:.6g} is right, but the model is not at theta - t*g: leave it at the accepted point")
     passed("one batch per step; the accepted steps and the weights match a backtracking search "
            "(including a search that accepts nothing).")
@@ -108,7 +145,7 @@ def check_armijo_step(armijo_step: Callable) -> None:
 # --------------------------------------------------------------------------- exercise 2
 
 
-def _trace_recorder(seed: int, batch: tuple) -> tuple[keras.Model, dict]:
+def _trace_recorder(seed: int, batch: tuple, hidden: int = 8) -> tuple[keras.Model, dict]:
     """A model with Dropout that records each graph it is traced into, its eager calls and ``training``."""
     record: dict[str, Any] = {"graphs": [], "eager": 0, "training": set()}
 
@@ -122,28 +159,30 @@ def _trace_recorder(seed: int, batch: tuple) -> tuple[keras.Model, dict]:
             return super().call(atoms, training=training)
 
     keras.utils.set_random_seed(seed)
-    model = Recorded(hidden=8, dropout=0.25)
+    model = Recorded(hidden=hidden, dropout=0.25)
     model(batch[0])
     record.update(graphs=[], eager=0, training=set())  # building the model may trace it once
     return model, record
 
 
-def _gradient_check_reference(batches, model, loss_fn, h) -> list[tuple[float, float]]:
-    compute = decoupling.LossAndGradient(model, loss_fn)
-    variables = model.trainable_variables
-    start = [v.numpy() for v in variables]
+def recording_model(seed: int, batch: tuple, hidden: int = 8) -> tuple[keras.Model, dict]:
+    """``(model, record)``: a per-atom model with Dropout that records each graph it is traced into
+    (``record["graphs"]``), its eager calls and the ``training`` values it ran with."""
+    return _trace_recorder(seed, batch, hidden)
+
+
+def _central_differences(model: keras.Model, loss_fn: Callable, batches: list, h: float) -> list[tuple[float, float]]:
+    """For each batch at the model's weights: (|g|, (L(w + h u) - L(w - h u)) / (2 h)), u = g / |g|."""
+    start = _weights(model)
     pairs = []
-    for x, y in batches:
-        _, grads = compute(x, y)
-        norm = float(tf.linalg.global_norm(grads))
-        ends = []
-        for sign in (1.0, -1.0):
-            for v, w0, g in zip(variables, start, grads):
-                v.assign(w0 + sign * h * g / norm)
-            ends.append(float(compute(x, y)[0]))
-        for v, w0 in zip(variables, start):
-            v.assign(w0)
+    for batch in batches:
+        _, g = _loss_and_gradient(model, loss_fn, batch, start)
+        norm = math.sqrt(sum(float(np.sum(d * d)) for d in g))
+        ends = [_loss_and_gradient(model, loss_fn, batch, [w + sign * h * d / norm for w, d in zip(start, g)])[0]
+                for sign in (1.0, -1.0)]
         pairs.append((norm, (ends[0] - ends[1]) / (2 * h)))
+    for variable, value in zip(model.trainable_variables, start):
+        variable.assign(value)
     return pairs
 
 
@@ -154,7 +193,7 @@ def check_gradient_check(gradient_check: Callable) -> None:
     dataset = molecules.molecule_dataset(12, batch_size=5, min_atoms=3, max_atoms=10, seed=21)
     batches = list(dataset)  # sizes 5, 5, 2 with different atom counts
     loss_fn = keras.losses.MeanSquaredError(dtype="float64")
-    h = 1e-4
+    h = 0.05  # large enough that the central difference and |g| differ visibly (by about 1e-3)
     theirs, record = _trace_recorder(3, batches[0])
     keras.utils.set_random_seed(3)
     ours = molecules.PerAtomEnergy(hidden=8, dropout=0.25)
@@ -184,11 +223,14 @@ def check_gradient_check(gradient_check: Callable) -> None:
            "or you made a new compiled function per batch: make one, before the loop")
     expect(_close(_weights(theirs), start, rtol=0.0),
            "the weights are not exactly what they were before: save them first and assign the saved values back")
-    for k, (got, want) in enumerate(zip(pairs, _gradient_check_reference(batches, ours, loss_fn, h))):
+    for k, (got, want) in enumerate(zip(pairs, _central_differences(ours, loss_fn, batches, h))):
         expect(math.isclose(got[0], want[0], rel_tol=1e-8),
                f"batch {k}: gradient norm {got[0]:.6g} is not the norm of the loss's gradient at the start weights")
+        expect(got[1] != got[0] or math.isclose(got[1], want[1], rel_tol=1e-6),
+               f"batch {k}: your finite difference is exactly the gradient norm; with h={h} they differ: compute it "
+               "from the loss at the two points theta + h*u and theta - h*u")
         expect(math.isclose(got[1], want[1], rel_tol=1e-6),
                f"batch {k}: finite difference {got[1]:.6g} is off: use (L(theta + h*u) - L(theta - h*u)) / (2*h) "
                "with u = g/|g| and theta the weights you started from")
     passed(f"{len(batches)} batches of {sizes} molecules, each taken once; one trace; weights restored; "
-           "the finite differences match the gradient norms.")
+           f"the norms and central differences (h={h}) agree with the checker's own to 1e-6.")

@@ -1,8 +1,19 @@
-"""Checkers for notebook 05's exercises: the soft (Polyak) update, and a complete in-memory snapshot."""
+"""Checkers for notebook 05's exercises: the soft (Polyak) update, and a complete in-memory snapshot.
+
+``remember``'s model is one that no helper can copy: a subclassed model whose ``__init__`` takes an
+argument and that has no ``get_config()`` (``snapshots.snapshot``, ``keras.models.clone_model`` and
+``copy.deepcopy`` all refuse it), so a second network is not an option; and it has Dropout, whose
+random-seed state is a variable that ``get_weights()`` leaves out, so a ``get_weights`` copy misses
+state. The exercise's rule ("work with the variables themselves") is checked by what ``restore()``
+brings back, not by the names the answer uses.
+
+Fixtures for the hidden tests: :func:`network_pair`, :func:`trainable`, :func:`values`,
+:func:`uncopyable_network`, :func:`train` and :func:`state`.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -11,42 +22,55 @@ import keras
 from helpers import snapshots
 from helpers.exercises._core import CheckFailed, call_learner, expect, passed
 
+__all__ = ["check_soft_update", "check_remember", "network_pair", "trainable", "values",
+           "uncopyable_network", "train", "state"]
+
 _TAU = 0.25
 
 
 # --------------------------------------------------------------------------- soft update
 
 
-def _pair_of_networks() -> tuple[keras.Model, keras.Model]:
+def network_pair(seeds: tuple[int, int] = (101, 202), width: int = 4) -> tuple[keras.Model, keras.Model]:
+    """Two networks of the same structure whose weights differ everywhere (no zeros: every weight
+    must visibly move).
+
+    >>> current, past = network_pair()
+    >>> len(trainable(current)) == len(trainable(past)) == 4
+    True
+    """
     def net(seed: int) -> keras.Model:
         keras.utils.set_random_seed(seed)
-        model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, activation="relu"), keras.layers.Dense(2)])
-        for variable in model.trainable_variables:  # no zeros: every weight must visibly move
+        model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(width, activation="relu"),
+                                  keras.layers.Dense(2)])
+        for variable in model.trainable_variables:
             variable.assign(np.random.default_rng(seed).uniform(-1, 1, variable.shape).astype("float32"))
         return model
 
-    return net(101), net(202)
+    return net(seeds[0]), net(seeds[1])
 
 
-def _trainable(model: keras.Model) -> list:
+def trainable(model: keras.Model) -> list:
+    """The model's trainable variables, in structural order."""
     return [entry.variable for entry in snapshots.state_paths(model) if entry.trainable]
 
 
-def _values(variables: list) -> list[np.ndarray]:
+def values(variables: list) -> list[np.ndarray]:
+    """Copies of the variables' values now."""
     return [np.array(v.numpy(), copy=True) for v in variables]
 
 
 def check_soft_update(soft_update: Callable) -> None:
     """``soft_update(source_vars, target_vars, tau)`` must move every target variable the fraction
     ``tau`` of the way toward its source variable, in place, and leave the sources alone."""
-    current, past = _pair_of_networks()
-    sources, targets = _trainable(current), _trainable(past)
-    src0, dst0 = _values(sources), _values(targets)
+    current, past = network_pair()
+    sources, targets = trainable(current), trainable(past)
+    src0, dst0 = values(sources), values(targets)
     untouched = "your function changed the source variables: only the targets (the past network) may change"
 
     # 1. a known tau.
     call_learner(soft_update, sources, targets, _TAU, name="soft_update")
-    src1, dst1 = _values(sources), _values(targets)
+    src1, dst1 = values(trainable(current)), values(trainable(past))  # the networks' own variables
     expect(all(np.array_equal(a, b) for a, b in zip(src0, src1)), untouched)
     expect(not all(np.array_equal(a, b) for a, b in zip(dst0, dst1)),
            "the target variables did not change: write the new value into each target variable "
@@ -70,10 +94,11 @@ def check_soft_update(soft_update: Callable) -> None:
         )
 
     # 2. tau = 1 is a hard copy, from a fresh past network.
+    sources, targets = trainable(current), trainable(past)
     for variable, value in zip(targets, dst0):
         variable.assign(value)
     call_learner(soft_update, sources, targets, 1.0, name="soft_update")
-    src2, dst2 = _values(sources), _values(targets)
+    src2, dst2 = values(trainable(current)), values(trainable(past))
     expect(all(np.array_equal(a, b) for a, b in zip(src0, src2)), untouched)
     expect(all(np.allclose(t, s, rtol=0, atol=1e-6) for t, s in zip(dst2, src0)),
            "with tau=1 the past network must become an exact copy of the current one, and it did not")
@@ -83,20 +108,47 @@ def check_soft_update(soft_update: Callable) -> None:
 # --------------------------------------------------------------------------- remember and restore
 
 
-def _batchnorm_network() -> tuple[keras.Model, np.ndarray, np.ndarray]:
-    keras.utils.set_random_seed(303)
-    rng = np.random.default_rng(303)
-    x = rng.normal(2.0, 3.0, size=(32, 4)).astype("float32")  # far from BatchNorm's initial 0 / 1
-    y = rng.normal(size=(32, 1)).astype("float32")
-    model = keras.Sequential([
-        keras.Input((4,)), keras.layers.Dense(6, activation="relu", name="hidden"),
-        keras.layers.BatchNormalization(name="norm"), keras.layers.Dense(1, name="head"),
-    ], name="net")
+class _Uncopyable(keras.Model):
+    """``blocks`` times Dense + BatchNorm, then Dropout and Dense: a subclassed model that takes
+    arguments and has no ``get_config()``, so no helper can rebuild it."""
+
+    def __init__(self, width: int, rate: float, blocks: int = 1):
+        super().__init__(name="net")
+        self.blocks = []
+        for k in range(blocks):
+            suffix = "" if k == 0 else f"_{k + 1}"
+            self.blocks.append((keras.layers.Dense(width, activation="relu", name=f"hidden{suffix}"),
+                                keras.layers.BatchNormalization(name=f"norm{suffix}")))
+        self.dropout = keras.layers.Dropout(rate, name="dropout")
+        self.head = keras.layers.Dense(1, name="head")
+
+    def call(self, x, training=None):
+        for dense, norm in self.blocks:
+            x = norm(dense(x), training=training)
+        return self.head(self.dropout(x, training=training))
+
+
+def uncopyable_network(seed: int = 303, width: int = 6, rows: int = 32,
+                       blocks: int = 1) -> tuple[keras.Model, np.ndarray, np.ndarray]:
+    """``(model, x, y)``: the model (built, trained a little so that BatchNorm's statistics and the
+    Dropout seed are far from their start) and data, the features far from BatchNorm's 0 / 1.
+
+    >>> model, x, y = uncopyable_network()
+    >>> len(state(model)), len(model.get_weights())
+    (9, 8)
+    """
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(2.0, 3.0, size=(rows, 4)).astype("float32")
+    y = rng.normal(size=(rows, 1)).astype("float32")
+    model = _Uncopyable(width, 0.25, blocks)
+    model(x)
+    train(model, x, y)
     return model, x, y
 
 
-def _train(model: keras.Model, x: np.ndarray, y: np.ndarray, steps: int = 3) -> None:
-    """SGD steps in training mode: the weights and BatchNorm's moving statistics both move."""
+def train(model: keras.Model, x: np.ndarray, y: np.ndarray, steps: int = 3) -> None:
+    """SGD steps in training mode: the weights, BatchNorm's moving statistics and the Dropout seed move."""
     expect(bool(model.trainable_variables), "after remember(), the model has no trainable variables: "
            "remember() should leave the model as it was (did it freeze it?)")
     optimizer = keras.optimizers.SGD(0.05)
@@ -106,7 +158,9 @@ def _train(model: keras.Model, x: np.ndarray, y: np.ndarray, steps: int = 3) -> 
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
 
 
-def _state(model: keras.Model) -> dict[str, np.ndarray]:
+
+def state(model: keras.Model) -> dict[str, np.ndarray]:
+    """Every state variable's value now, by label (``net/norm/moving_mean`` ...)."""
     return {e.label: np.array(e.variable.numpy(), copy=True) for e in snapshots.state_paths(model)}
 
 
@@ -115,7 +169,7 @@ def _differ(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> list[str]:
 
 
 def _missed(remembered: dict[str, np.ndarray], model: keras.Model, when: str) -> None:
-    missed = _differ(remembered, _state(model))
+    missed = _differ(remembered, state(model))
     if not missed:
         return
     total = len(remembered)
@@ -129,50 +183,37 @@ def _missed(remembered: dict[str, np.ndarray], model: keras.Model, when: str) ->
             "keep the *values* of the variables at remember() time, or the variables themselves (which "
             "keep changing)?")
     trainable = {e.label for e in snapshots.state_paths(model) if e.trainable}
-    hint = (" They are not trainable, so model.trainable_variables does not list them, yet they decide "
-            "the output at inference: a snapshot must hold them too."
-            if not set(missed) & trainable else "")
+    seeds = {label for label in missed if "seed_generator" in label}
+    hint = ""
+    if seeds and set(missed) == seeds:
+        hint = (" get_weights() does not include a Dropout layer's random-seed state, yet it decides the dropout "
+                "masks of the next training step: a snapshot must hold it too.")
+    elif not set(missed) & trainable:
+        hint = (" They are not trainable, so model.trainable_variables does not list them, yet they decide "
+                "the output at inference: a snapshot must hold them too.")
     raise CheckFailed(f"{when} restore() left {len(missed)} of {total} state variables where training had "
                       f"moved them: {', '.join(missed)}.{hint}")
-
-
-_OFF_LIMITS = {"snapshot", "sync", "get_weights", "set_weights", "clone_model"}
-
-
-def _names_used(code: Any) -> set[str]:
-    """Global and attribute names a function's code refers to, nested functions and lambdas included."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names |= _names_used(const)
-    return names
 
 
 def check_remember(remember: Callable) -> None:
     """``remember(model)`` must return a function ``restore()`` that puts back **all** of the
     model's state as it was when ``remember`` was called, however often the model trains and
-    ``restore()`` is called, and ``remember`` itself must change nothing. It works on the variables
-    themselves: the ``snapshots`` helpers, ``get_weights``/``set_weights`` and ``clone_model`` are
-    off limits (they would do the exercise for the learner)."""
-    code = getattr(remember, "__code__", None)
-    used = sorted(_names_used(code) & _OFF_LIMITS) if code is not None else []
-    expect(not used, f"remember() uses {', '.join(used)}: this exercise asks you to work with the model's "
-           "variables themselves, without the snapshots helpers, get_weights/set_weights or clone_model")
-    model, x, y = _batchnorm_network()
-    _train(model, x, y)  # the moving statistics are no longer 0 and 1
-    remembered = _state(model)
+    ``restore()`` is called, and ``remember`` itself must change nothing. The model cannot be copied
+    by any helper, and part of its state (the Dropout seed) is not in ``get_weights()``."""
+    model, x, y = uncopyable_network()
+    remembered = state(model)
 
     restore = call_learner(remember, model, name="remember")
     expect(callable(restore), f"remember(model) should return a function restore(), got {type(restore).__name__}")
-    expect(not _differ(remembered, _state(model)),
+    expect(not _differ(remembered, state(model)),
            "remember(model) changed the model's state: it should only take note of it")
     output = model(x, training=False).numpy()
 
     for when in ("After one round of training,", "After training again, a second"):
-        _train(model, x, y)
+        train(model, x, y)
         call_learner(restore, name="restore")
         _missed(remembered, model, when)
     expect(np.array_equal(model(x, training=False).numpy(), output),
            "after restore() the model's output at inference differs from the remembered one")
     passed(f"restore() brings back all {len(remembered)} state variables (BatchNorm's moving statistics "
-           "included), every time it is called.")
+           "and the Dropout seed included), every time it is called.")

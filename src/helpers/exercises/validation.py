@@ -1,5 +1,13 @@
 """Checkers for notebook 04's exercises: a validation mean over *examples*, and validation passes at
-chosen training steps that leave the training stream alone."""
+chosen training steps that leave the training stream alone.
+
+``mean_loss``'s model records which helper module ran it: a loop through ``helpers.validation``
+(``validation.evaluate`` computes this mean) fails with a hint. ``validate_at``'s ``val_sums`` returns
+losses drawn from a table only the checker knows, so the means can only come from what it returns.
+
+Fixtures for the hidden tests: :func:`generated_batches`, :func:`recording_regressor`,
+:func:`helper_hint`, :func:`training_stream`, :class:`Recorder` and :func:`reads_hint`.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,10 @@ import tensorflow as tf
 import keras
 
 from helpers.exercises._core import CheckFailed, call_learner, expect, passed
+from helpers.exercises._guards import Record, RecordingDense
+
+__all__ = ["check_mean_loss", "check_validate_at", "generated_batches", "recording_regressor", "helper_hint",
+           "training_stream", "Recorder", "reads_hint"]
 
 # Ten examples in batches of 4, 4 and 2. The model predicts 0, so an example's squared error is
 # y**2: 1 for the first eight examples, 9 for the last two (the smaller last batch).
@@ -18,9 +30,9 @@ _TARGETS = np.array([1.0] * 8 + [3.0] * 2, dtype=np.float32)
 _BATCH = 4
 
 
-def _generated(values: np.ndarray, counter: dict) -> tf.data.Dataset:
-    """``(x, y)`` batches of 4 from a generator (size unknown to TensorFlow); x[:, 0] is the
-    example's position; ``counter["passes"]`` counts the passes started."""
+def generated_batches(values: np.ndarray, counter: dict, batch: int = _BATCH) -> tf.data.Dataset:
+    """``(x, y)`` batches of ``batch`` from a generator (size unknown to TensorFlow); x[:, 0] is the
+    example's position, y its value; ``counter["passes"]`` counts the passes started."""
 
     def examples():
         counter["passes"] += 1
@@ -29,19 +41,32 @@ def _generated(values: np.ndarray, counter: dict) -> tf.data.Dataset:
 
     return tf.data.Dataset.from_generator(
         examples, output_signature=(tf.TensorSpec([2], tf.float32), tf.TensorSpec([1], tf.float32)),
-    ).batch(_BATCH)
+    ).batch(batch)
+
+
+
+def recording_regressor() -> tuple[keras.Model, Record]:
+    """A model that predicts 0 for every example, and its record (rows, and the helpers that ran it)."""
+    record = Record(watched=("validation.py", "validation_steps.py"))
+    model = keras.Sequential([keras.Input((2,)), RecordingDense(1, record, first=True, kernel_initializer="zeros",
+                                                                bias_initializer="zeros")])
+    return model, record
+
+
+def helper_hint(record: Record, name: str) -> str:
+    """The rule as a hint if a helper module ran the model, else ``""``."""
+    return (f"`{name}` called {record.helpers[0]} to run the model: this exercise is to write that loop "
+            "yourself") if record.helpers else ""
 
 
 def check_mean_loss(mean_loss: Callable) -> None:
     """``mean_loss(model, dataset, loss_fn) -> float`` must return the mean of ``loss_fn`` over every
     example of one pass over ``dataset`` (``(x, y)`` batches, the last one smaller)."""
-    model = keras.Sequential([
-        keras.Input((2,)),
-        keras.layers.Dense(1, kernel_initializer="zeros", bias_initializer="zeros"),
-    ])
+    model, record = recording_regressor()
     counter = {"passes": 0}
-    dataset = _generated(_TARGETS, counter)
+    dataset = generated_batches(_TARGETS, counter)
     value = call_learner(mean_loss, model, dataset, keras.losses.MeanSquaredError(), name="mean_loss")
+    expect(not record.helpers, helper_hint(record, "mean_loss"))
 
     try:
         value = float(value)
@@ -80,10 +105,15 @@ _SCHEDULE = [0, 1, 2, 4, 8]
 _VAL_SIZES = (10, 7)  # batches of 4 + 4 + 2, then 4 + 3
 
 
-class _Recorder:
-    """The checker's training step and validation sums: they record what the learner's loop read."""
+class Recorder:
+    """The checker's training step and validation sums: they record what the learner's loop read.
 
-    def __init__(self):
+    Example ``i``'s validation loss after ``s`` training steps is ``table[i] * (s + 1)``: the table
+    is drawn here and never shown, so a mean can only come from the sums ``val_sums`` returns, and a
+    mean taken at the wrong time is wrong."""
+
+    def __init__(self, table: np.ndarray):
+        self.table = np.asarray(table, dtype=np.float64)
         self.trained: list[int] = []            # first example id of each training batch, in order
         self.read: dict[int, list[int]] = {}    # steps trained so far -> validation ids read then
 
@@ -91,17 +121,36 @@ class _Recorder:
         self.trained.append(int(np.asarray(x)[0, 0]))
 
     def val_sums(self, x, y):
-        """(sum of the losses of the batch, number of examples); an example's loss depends on how
-        many steps were trained, so a mean taken at the wrong time is wrong."""
+        """(sum of the losses of the batch, number of examples), as a float32 and an int32 tensor."""
         ids = np.asarray(x)[:, 0].astype(int)
         self.read.setdefault(len(self.trained), []).extend(ids.tolist())
-        losses = (ids + 1.0) * (len(self.trained) + 1.0)
+        losses = self.table[ids] * (len(self.trained) + 1.0)
         return tf.constant(float(losses.sum())), tf.constant(len(ids))
 
 
-def _explain(recorder: _Recorder, schedule: list[int], size: int, *, finished: bool) -> None:
+def training_stream(batch: int = _BATCH) -> tf.data.Dataset:
+    """A long training stream of ``(x, y)`` batches; x[:, 0] is the example's position in the stream."""
+    @tf.autograph.experimental.do_not_convert
+    def examples(first):
+        ids = tf.cast(first + tf.range(batch, dtype=tf.int64), tf.float32)
+        return tf.stack([ids, tf.zeros([batch])], axis=1), tf.zeros([batch, 1])
+
+    return tf.data.Dataset.range(0, 10**6, batch).map(examples)
+
+
+def reads_hint(recorder: Recorder, schedule: list[int], size: int, batch: int = _BATCH) -> str:
+    """What the recorded run read wrong, as a hint, or ``""`` when it read every training batch once in
+    order and one full validation pass, in order, after each listed step (and after no other)."""
+    try:
+        _explain(recorder, schedule, size, finished=True, batch=batch)
+    except CheckFailed as failure:
+        return str(failure)
+    return ""
+
+
+def _explain(recorder: Recorder, schedule: list[int], size: int, *, finished: bool, batch: int = _BATCH) -> None:
     """The first way the recorded run differs from the right one, as a hint (or nothing)."""
-    stream = [_BATCH * i for i in range(len(recorder.trained))]
+    stream = [batch * i for i in range(len(recorder.trained))]
     if recorder.trained != stream:
         at = next(i for i, (a, b) in enumerate(zip(recorder.trained, stream)) if a != b)
         restarted = recorder.trained[at] == 0
@@ -138,11 +187,9 @@ def check_validate_at(validate_at: Callable) -> None:
     training), read one full pass of ``val_ds``; it returns ``[(step, mean validation loss), ...]``.
     Two validation sets (10 and 7 examples) make sure the pass does not count on a known size."""
     for size in _VAL_SIZES:
-        recorder = _Recorder()
-        train_ds = tf.data.Dataset.range(0, 10**6, _BATCH).map(
-            lambda first: (tf.stack([tf.cast(first + tf.range(_BATCH, dtype=tf.int64), tf.float32),
-                                     tf.zeros([_BATCH])], axis=1), tf.zeros([_BATCH, 1])))
-        val_ds = _generated(np.zeros(size, np.float32), {"passes": 0})
+        recorder = Recorder(np.random.default_rng(size).uniform(0.5, 2.0, size))
+        train_ds = training_stream()
+        val_ds = generated_batches(np.zeros(size, np.float32), {"passes": 0})
         try:
             curve = call_learner(validate_at, train_ds, val_ds, recorder.train_step, recorder.val_sums,
                                  list(_SCHEDULE), name="validate_at")
@@ -157,10 +204,10 @@ def check_validate_at(validate_at: Callable) -> None:
         expect(isinstance(curve, (list, tuple)) and len(curve) == len(_SCHEDULE),
                f"return a list with one (step, mean loss) pair per evaluation ({len(_SCHEDULE)}), "
                f"got {type(curve).__name__}" + (f" of {len(curve)}" if hasattr(curve, "__len__") else ""))
-        mean_id_loss = np.mean(np.arange(size) + 1.0)
+        mean_table_loss = float(np.mean(recorder.table))
         for (step, value), expected_step in zip(curve, _SCHEDULE):
             expect(int(step) == expected_step, f"your pairs' steps are {[int(s) for s, _ in curve]}, not {_SCHEDULE}")
-            expect(math.isclose(float(value), mean_id_loss * (expected_step + 1.0), rel_tol=1e-6),
+            expect(math.isclose(float(value), mean_table_loss * (expected_step + 1.0), rel_tol=1e-5),
                    f"the mean after step {expected_step} is {float(value):.4f}: divide the summed losses of the "
                    "pass by the number of examples it read")
     passed(f"evaluations after steps {', '.join(map(str, _SCHEDULE))}: each a full pass over the validation set "

@@ -1,0 +1,21 @@
+"""Plausible mistakes in notebook 05's exercises."""
+import tensorflow as tf
+
+POINTS = {"soft_update": 0, "remember": 0}
+
+
+def soft_update(source_vars, target_vars, tau):
+    # tau swapped: the past network keeps the share tau of itself
+    for source, target in zip(source_vars, target_vars):
+        target.assign((1.0 - tau) * source + tau * target)
+
+
+def remember(model):
+    # the trainable variables only: BatchNorm's statistics and the Dropout seed are not kept
+    saved = [tf.identity(v) for v in model.trainable_variables]
+
+    def restore():
+        for variable, value in zip(model.trainable_variables, saved):
+            variable.assign(value)
+
+    return restore
