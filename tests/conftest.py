@@ -14,6 +14,10 @@ import textwrap
 
 import pytest
 
+# A student's wrong answers (tests/test_classroom.py grades them); not test modules, and their
+# file names repeat from notebook to notebook.
+collect_ignore = ["classroom_answers"]
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")  # CPU memory statistics (see helpers.runtime)
 
