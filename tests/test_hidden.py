@@ -16,7 +16,10 @@ import pkgutil
 import sys
 from pathlib import Path
 
+import keras
+import numpy as np
 import pytest
+import tensorflow as tf
 
 import helpers.exercises as exercises
 from helpers.exercises import CheckFailed, checker, grading
@@ -35,8 +38,26 @@ SEEDS = ("", "77")  # the default seed, and one a course could draw (test_classr
 
 
 def namespace(notebook: str) -> dict:
-    """The helper modules the notebook's setup cell imports."""
-    return {name: importlib.import_module(f"helpers.{name}") for name in NAMES.get(notebook, ())}
+    """What the notebook defines before its exercises and their answers use: the helper modules its
+    setup cell imports and, for notebook 01, its own bridge ``scipy_objective`` (run from the notebook's
+    cell) and ``signature`` (the molecule data's ``element_spec``)."""
+    names = {name: importlib.import_module(f"helpers.{name}") for name in NAMES.get(notebook, ())}
+    if notebook == "01_queue_decoupling":
+        names["scipy_objective"] = notebook_definition(notebook, "scipy_objective")
+        names["signature"] = names["molecules"].molecule_dataset(num_molecules=2, batch_size=1, seed=0).element_spec
+    return names
+
+
+def notebook_definition(notebook: str, name: str):
+    """``name`` as the notebook's one code cell that defines it (``def name(``) defines it."""
+    import nbformat
+
+    nb = nbformat.read(ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and f"def {name}(" in c.source]
+    assert len(cells) == 1, f"{notebook} defines {name} in one code cell"
+    scope = {"np": np, "tf": tf, "keras": keras}
+    exec(compile(cells[0], f"{notebook}:{name}", "exec"), scope)  # noqa: S102
+    return scope[name]
 
 
 def score(notebook: str, exercise: str, fn) -> tuple[float, str]:
