@@ -17,7 +17,7 @@ author = "the workbook's authors"
 copyright = "the workbook's authors, Apache-2.0"
 version = release = _PROJECT["version"]
 
-extensions = ["myst_nb", "sphinx-mathjax-offline"]
+extensions = ["myst_nb", "sphinx-mathjax-offline", "sphinx.ext.githubpages"]  # githubpages: .nojekyll
 nb_execution_mode = "off"
 myst_enable_extensions = ["dollarmath"]
 myst_heading_anchors = 6  # GitHub's heading anchors (docs link to docs/x.md#a-heading)

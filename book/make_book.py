@@ -37,7 +37,7 @@ sys.path.insert(0, str(BOOK))
 from reader_copy import reader_notebook  # noqa: E402
 from site_check import broken_links  # noqa: E402
 
-__all__ = ["BookBuild", "notebook_paths", "repository_link", "rewrite_links", "assemble", "build", "main"]
+__all__ = ["OUT", "BookBuild", "notebook_paths", "repository_link", "rewrite_links", "assemble", "build", "main"]
 
 # Where the docs pages go in the table of contents; pages not named here come last, by name.
 DOCS_ORDER = {
@@ -45,6 +45,7 @@ DOCS_ORDER = {
     "Running and teaching": ["gpu", "multi-worker", "teaching", "instructor"],
 }
 OTHER_DOCS = "How the workbook is made"
+OUT = ROOT / "build" / "book"  # the site: OUT / "html"
 LINK = re.compile(r"(\]\()(<[^>]*>|[^()\s]+)((?:\s+\"[^\"]*\")?\))")
 REFERENCE = re.compile(r"^(\s*\[[^\]]+\]:\s*)(\S+)", re.M)
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks", help="folder of NN_*.ipynb")
     parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="folder of markdown pages")
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "book", help="build folder")
+    parser.add_argument("--out", type=Path, default=OUT, help="build folder")
     args = parser.parse_args(argv)
     try:
         result = build(args.out, notebook_paths(args.notebooks), args.docs)

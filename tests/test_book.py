@@ -36,7 +36,7 @@ from site_check import broken_links, page_links  # noqa: E402
 
 from tests.browser import BrowserMissing, chromium, chromium_executable, in_ci  # noqa: E402
 
-OUT = ROOT / "build" / "book"
+OUT = ROOT / "build" / "book"  # make_book's own
 SHOTS = OUT / "screenshots"
 NOTEBOOKS = make_book.notebook_paths(ROOT / "notebooks")
 DOCS = sorted(p.stem for p in (ROOT / "docs").glob("*.md"))
@@ -155,6 +155,45 @@ def test_links_to_repository_files_outside_the_book_point_into_the_repository():
     assert f"[tests]({make_book.repository_link('tests/test_book.py')})" in rewritten
     assert "/blob/v" in rewritten and "[notes](../docs/gpu.md#top)" in rewritten
     assert "[site](https://x.org/a.md)" in rewritten and "[gone](../nope.md)" in rewritten
+
+
+def test_the_book_extra_is_pinned_and_installed_as_pinned():
+    """Like every dependency (tests/test_workbook_sync.py checks the other extras): the book's tools and
+    everything they pull in are pinned in constraints.txt, and this environment has those versions."""
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {canonicalize_name(line.split("==")[0]): line.split("==")[1]
+            for line in (ROOT / "constraints.txt").read_text().splitlines() if "==" in line}
+    book = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["book"]
+    seen, todo = set(), [Requirement(spec) for spec in book]
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in seen or (req.marker and not req.marker.evaluate({"extra": ""})):
+            continue
+        seen.add(name)
+        assert name in pins, f"{name} (needed by the book) is not pinned in constraints.txt"
+        assert req.specifier.contains(pins[name]), f"constraints.txt: {name}=={pins[name]} does not satisfy {req}"
+        assert metadata.version(name) == pins[name], f"{name} {metadata.version(name)} installed, {pins[name]} pinned"
+        todo += [Requirement(spec) for spec in metadata.requires(name) or []]
+    assert {"sphinx", "myst-nb", "sphinx-book-theme", "sphinx-mathjax-offline", "docutils"} <= seen
+
+
+def test_the_readme_says_how_the_book_is_built_and_published():
+    readme = (ROOT / "README.md").read_text()
+    workflow = (ROOT / ".github" / "workflows" / "book.yml").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    for promise in ("make book", "build/book/html", ".github/workflows/book.yml", "make book-check",
+                    "never run", "placeholder"):
+        assert promise in readme, f"the README no longer says {promise!r}"
+    assert "\nbook:" in makefile and "book/make_book.py" in makefile and "tests/test_book.py" in makefile
+    assert re.search(r"^test: .*\breplay book-check\b", makefile, re.M), "make test runs the book after the replay"
+    assert "run: make book" in workflow and "path: build/book/html" in workflow and 'tags: ["v*"]' in workflow
+    assert make_book.OUT == OUT and OUT / "html" == ROOT / "build" / "book" / "html"
 
 
 # --- what the book leaves out ------------------------------------------------------------------------
