@@ -96,7 +96,7 @@ book:
 ##                  headless Chromium (figures drawn, math rendered, no network); screenshots in build/book/
 book-check: chromium
 	$(call venv,$(BOOK_EXTRAS))
-	$(PY) -m pytest -q -rs tests/test_book.py
+	$(PY) -m pytest -q -rs --doctest-modules book tests/test_book.py
 
 ## make pythons: every unsupported Python this machine has refused; on the newest of each other supported
 ##               minor version a fresh copy, make lab and fast tests (PYTHONS=all: on every one)

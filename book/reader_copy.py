@@ -48,7 +48,7 @@ import re
 import nbformat
 
 __all__ = ["BEGIN_SOLUTION", "END_SOLUTION", "BEGIN_HIDDEN", "END_HIDDEN", "BADGE_IMAGE", "WRITTEN_STUB",
-           "EXERCISE_NOTE", "remove_blocks", "reader_notebook"]
+           "EXERCISE_NOTE", "remove_blocks", "is_written_answer", "reader_notebook"]
 
 BEGIN_SOLUTION, END_SOLUTION = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -99,7 +99,9 @@ def remove_blocks(source: str, begin: str, end: str, stub: tuple[str, ...] = (),
     return "\n".join(out), blocks
 
 
-def _is_written_answer(cell) -> bool:
+def is_written_answer(cell) -> bool:
+    """True for a written question's answer cell: a markdown cell that nbgrader marks as a solution, or
+    that starts with ``**Model answer**``."""
     return cell.cell_type == "markdown" and (bool(cell.metadata.get("nbgrader", {}).get("solution"))
                                              or bool(WRITTEN_ANSWER.match(cell.source)))
 
@@ -148,7 +150,7 @@ def reader_notebook(nb, name: str, badge: str, colab: str):
         removed["solutions"] += solutions
         if solutions and cell.cell_type == "code" and first_exercise is None:
             first_exercise = index
-        if _is_written_answer(cell):
+        if is_written_answer(cell):
             source = WRITTEN_STUB
             removed["written_answers"] += 1
         cell.source = source

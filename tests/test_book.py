@@ -227,10 +227,13 @@ def test_unbalanced_markers_stop_the_build_instead_of_publishing_a_solution(tmp_
 
 
 def _solution_lines(nb) -> set[str]:
-    """Lines of the notebook's solution blocks (12 characters or more) that occur nowhere else in it:
-    not in another line of a cell, not in an output."""
+    """Lines of the notebook's solution blocks and model answers (12 characters or more) that occur
+    nowhere else in it: not in another line of a cell, not in an output."""
     inside, lines, elsewhere = False, set(), []
     for cell in nb.cells:
+        if reader_copy.is_written_answer(cell):
+            lines.update(line.strip() for line in cell.source.splitlines()[1:] if line.strip())
+            continue
         for line in cell.source.splitlines():
             stripped = line.strip()
             if stripped in (reader_copy.BEGIN_SOLUTION, reader_copy.END_SOLUTION):
@@ -242,13 +245,21 @@ def _solution_lines(nb) -> set[str]:
     return {line for line in lines if len(line) >= 12 and line not in other}
 
 
+def _notebook_text(path: Path) -> str:
+    """Every cell's text and every text output of the notebook at ``path``, unescaped."""
+    nb = nbformat.read(path, as_version=4)
+    outputs = [o.get("text", "") + "".join(v for v in o.get("data", {}).values() if isinstance(v, str))
+               for c in nb.cells for o in c.get("outputs", [])]
+    return "\n".join([c.source for c in nb.cells] + outputs)
+
+
 def _page_text(path: Path) -> str:
     from bs4 import BeautifulSoup
 
     return BeautifulSoup(path.read_text(), "html.parser").get_text()
 
 
-def test_the_real_books_notebook_pages_hold_no_solution_text(book):
+def test_the_real_books_notebook_pages_hold_no_solution_and_no_model_answer(book):
     checked = 0
     for path in NOTEBOOKS:
         solution = _solution_lines(nbformat.read(path, as_version=4))
@@ -256,7 +267,7 @@ def test_the_real_books_notebook_pages_hold_no_solution_text(book):
         copies = [book.html / "notebooks" / f"{path.stem}.html", *book.html.rglob(path.name)]
         assert len(copies) >= 3, f"{path.name}: the page, its source and its download: {copies}"
         for copy in copies:
-            text = _page_text(copy) if copy.suffix == ".html" else copy.read_text()
+            text = _page_text(copy) if copy.suffix == ".html" else _notebook_text(copy)
             found = sorted(line for line in solution if line in text)
             assert not found, f"{copy.relative_to(book.html)} shows solution lines: {found[:3]}"
             assert "HIDDEN TESTS" not in text
