@@ -19,6 +19,7 @@ Decisions (tool, solutions, hidden tests, publishing): docs/decisions.md, "Stati
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import posixpath
 import re
 import shutil
@@ -46,6 +47,7 @@ DOCS_ORDER = {
 }
 OTHER_DOCS = "How the workbook is made"
 OUT = ROOT / "build" / "book"  # the site: OUT / "html"
+BOOK_TOOLS = ("sphinx", "myst_nb", "sphinx_book_theme", "sphinx-mathjax-offline")  # import names
 LINK = re.compile(r"(\]\()(<[^>]*>|[^()\s]+)((?:\s+\"[^\"]*\")?\))")
 REFERENCE = re.compile(r"^(\s*\[[^\]]+\]:\s*)(\S+)", re.M)
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
@@ -185,6 +187,10 @@ def assemble(notebooks: list[Path], docs: Path | None, src: Path) -> dict[str, d
 def build(out: Path, notebooks: list[Path], docs: Path | None) -> BookBuild:
     """Assemble and build the book in ``out`` (``out/src``, ``out/html``); raise ``RuntimeError`` with
     Sphinx's warnings if it warned, or with the broken links if any internal link does not resolve."""
+    missing = [name for name in BOOK_TOOLS if importlib.util.find_spec(name) is None]
+    if missing:
+        raise RuntimeError(f"{', '.join(missing)} not installed: `make book` installs the book's tools "
+                           "(pyproject.toml's `book` extra, pinned by constraints.txt)")
     start = time.monotonic()
     src, html = out / "src", out / "html"
     removed = assemble(notebooks, docs, src)

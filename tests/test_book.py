@@ -149,6 +149,14 @@ def test_a_warning_fails_the_build(tmp_path):
         make_book.build(tmp_path / "book", make_book.notebook_paths(tmp_path / "notebooks"), docs=None)
 
 
+def test_without_the_books_tools_the_build_says_how_to_get_them(monkeypatch, tmp_path):
+    real = make_book.importlib.util.find_spec
+    monkeypatch.setattr(make_book.importlib.util, "find_spec", lambda name: None if name == "myst_nb" else real(name))
+    with pytest.raises(RuntimeError, match="myst_nb not installed: `make book` installs"):
+        make_book.build(tmp_path, NOTEBOOKS, None)
+    assert not (tmp_path / "src").exists()
+
+
 def test_links_to_repository_files_outside_the_book_point_into_the_repository():
     text = "[tests](../tests/test_book.py) [notes](../docs/gpu.md#top) [site](https://x.org/a.md) [gone](../nope.md)"
     rewritten = make_book.rewrite_links(text, "notebooks/01_x.ipynb", {"docs/gpu.md"})
