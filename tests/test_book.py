@@ -417,6 +417,7 @@ def test_every_page_read_offline_shows_its_figures_and_typeset_math(book, offlin
 
 def test_the_fixtures_page_read_offline(fixture_book, offline_page):
     seen = read_page(offline_page, fixture_book.html / "notebooks" / "09_fixture.html")
+    _shoot(offline_page, "fixture-09_fixture-exercise", ".admonition")
     assert _problems(seen, figures=1) == []
     assert seen["math"] == 2 and seen["images"] >= 2  # the figure and the Colab badge
 
