@@ -54,7 +54,8 @@ $(STAMP):
 
 ## make test: unit tests; every notebook replayed with nbval on this stack and on Colab's (there also the
 ##            set-up tests and the tripwires on Keras/TensorFlow behaviour); every notebook run in
-##            JupyterLab in headless Chromium; an install and fast tests on every other Python here
+##            JupyterLab in headless Chromium; the book built and each page read in headless Chromium
+##            (make book-check); an install and fast tests on every other Python here
 test: unit replay book-check replay-colab browser pythons
 
 unit: $(STAMP)
