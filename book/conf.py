@@ -2,10 +2,12 @@
 
 The sources are assembled by make_book.py in build/book/src; this file stays in book/ (``-c book``).
 Nothing is executed (``nb_execution_mode = "off"``): the pages show the committed outputs. MathJax
-comes from the site itself (sphinx-mathjax-offline copies MathJax 3 into ``_static/mathjax``), so
+comes from the site itself (``_static/mathjax``, copied from the sphinx-mathjax-offline wheel), so
 the book reads without a network; decisions: docs/decisions.md, "Static book".
 """
 
+import importlib.util
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -17,7 +19,12 @@ author = "the workbook's authors"
 copyright = "the workbook's authors, Apache-2.0"
 version = release = _PROJECT["version"]
 
-extensions = ["myst_nb", "sphinx-mathjax-offline", "sphinx.ext.githubpages"]  # githubpages: .nojekyll
+extensions = ["myst_nb", "sphinx.ext.githubpages"]  # githubpages: .nojekyll
+# MathJax 3.2.2 from the sphinx-mathjax-offline wheel, served from _static/mathjax (setup() copies it):
+# the combined TeX-to-HTML component, and what it may load later (TeX extensions such as \boldsymbol,
+# its fonts, the menu and the accessibility tools). The wheel's other combined builds are left out (16 MB).
+mathjax_path = "mathjax/tex-chtml.js"
+MATHJAX_PARTS = ("tex-chtml.js", "input", "output/chtml", "ui", "a11y", "sre", "adaptors")
 nb_execution_mode = "off"
 myst_enable_extensions = ["dollarmath"]
 myst_heading_anchors = 6  # GitHub's heading anchors (docs link to docs/x.md#a-heading)
@@ -37,3 +44,20 @@ html_theme_options = {
     "launch_buttons": {"colab_url": "https://colab.research.google.com"},
     "show_toc_level": 2,
 }
+
+
+def _copy_mathjax(app, exception) -> None:
+    if exception is not None:
+        return
+    source = Path(importlib.util.find_spec("sphinx-mathjax-offline").submodule_search_locations[0]) / "static" / "mathjax"
+    target = Path(app.outdir) / "_static" / "mathjax"
+    for part in MATHJAX_PARTS:
+        if (source / part).is_dir():
+            shutil.copytree(source / part, target / part, dirs_exist_ok=True)
+        else:
+            (target / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / part, target / part)
+
+
+def setup(app):
+    app.connect("build-finished", _copy_mathjax)

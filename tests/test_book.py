@@ -90,7 +90,8 @@ def fixture_notebook():
                "solution": True, "task": False}
     cells = [
         v4.new_markdown_cell("# 09 · A fixture\n\n> Does the book leave out what it must?\n\n"
-                             "The mean $\\bar x = \\frac{1}{N}\\sum_i x_i$ and\n\n$$y = x^2$$"),
+                             "The mean $\\bar x = \\frac{1}{N}\\sum_i x_i$, weights $\\boldsymbol{\\theta}$ (a TeX "
+                             "extension MathJax loads when it meets it) and\n\n$$y = x^2$$"),
         v4.new_code_cell("print('visible')", outputs=[v4.new_output("stream", text=f"{SHOWN}\n")]),
         v4.new_code_cell("draw()", outputs=[v4.new_output("display_data", data={"image/png": _figure_png(),
                                                                                  "text/plain": "<Figure>"})]),
@@ -340,7 +341,10 @@ def offline_page(browser):
 
 _READ = """async () => {
   const wait = (p, ms) => Promise.race([p, new Promise(r => setTimeout(r, ms))]);
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await wait(MathJax.startup.promise, 20000);
+  const mathjax_failed = [];
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    try { await wait(MathJax.startup.promise, 20000); } catch (e) { mathjax_failed.push(String(e).slice(0, 200)); }
+  }
   const images = Array.from(document.querySelectorAll('img'));
   images.forEach(i => { i.loading = 'eager'; });
   await wait(Promise.all(images.map(i => i.decode().catch(() => null))), 20000);
@@ -357,6 +361,7 @@ _READ = """async () => {
     math: math.length,
     untypeset: math.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 80)),
     math_errors: Array.from(document.querySelectorAll('mjx-merror')).map(e => e.textContent.slice(0, 80)),
+    mathjax_failed,
     dollars,
   };
 }"""
@@ -372,7 +377,7 @@ def read_page(page, path: Path) -> dict:
 
 
 def _problems(seen: dict, figures: int | None = None) -> list[str]:
-    problems = [f"{key}: {seen[key]}" for key in ("undrawn", "untypeset", "math_errors", "dollars", "network")
+    problems = [f"{key}: {seen[key]}" for key in ("undrawn", "untypeset", "math_errors", "mathjax_failed", "dollars", "network")
                 if seen[key]]
     if figures is not None and seen["figures"] != figures:
         problems.append(f"{seen['figures']} figures shown, {figures} committed")
@@ -419,7 +424,7 @@ def test_the_fixtures_page_read_offline(fixture_book, offline_page):
     seen = read_page(offline_page, fixture_book.html / "notebooks" / "09_fixture.html")
     _shoot(offline_page, "fixture-09_fixture-exercise", ".admonition")
     assert _problems(seen, figures=1) == []
-    assert seen["math"] == 2 and seen["images"] >= 2  # the figure and the Colab badge
+    assert seen["math"] == 3 and seen["images"] >= 2  # the figure and the Colab badge
 
 
 def test_the_browser_check_finds_what_is_broken(tmp_path, offline_page):
@@ -433,3 +438,15 @@ def test_the_browser_check_finds_what_is_broken(tmp_path, offline_page):
                      "network: ['https://cdn.example.org/tex-chtml.js']", "1 figures shown, 2 committed"):
         assert expected in problems, problems
     assert re.search(r"no file gone\.png", "\n".join(broken_links(tmp_path)))
+
+
+def test_the_browser_check_finds_a_mathjax_part_missing_from_the_site(fixture_book, offline_page, tmp_path):
+    """MathJax loads a TeX extension (here \\boldsymbol's) only when a page needs it: without it in the
+    site, the page's equations stay raw and the check says so."""
+    import shutil
+
+    site = tmp_path / "html"
+    shutil.copytree(fixture_book.html, site)
+    shutil.rmtree(site / "_static" / "mathjax" / "input" / "tex" / "extensions")
+    problems = "\n".join(_problems(read_page(offline_page, site / "notebooks" / "09_fixture.html")))
+    assert "boldsymbol.js" in problems and "untypeset" in problems, problems
