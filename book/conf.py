@@ -49,7 +49,8 @@ html_theme_options = {
 def _copy_mathjax(app, exception) -> None:
     if exception is not None:
         return
-    source = Path(importlib.util.find_spec("sphinx-mathjax-offline").submodule_search_locations[0]) / "static" / "mathjax"
+    wheel = importlib.util.find_spec("sphinx-mathjax-offline").submodule_search_locations[0]
+    source = Path(wheel) / "static" / "mathjax"
     target = Path(app.outdir) / "_static" / "mathjax"
     for part in MATHJAX_PARTS:
         if (source / part).is_dir():

@@ -25,7 +25,8 @@ because a marker was mistyped.
 >>> nb = nbformat.v4.new_notebook(cells=[
 ...     nbformat.v4.new_markdown_cell("# 09 · Demo"),
 ...     nbformat.v4.new_code_cell("def f():\\n    ### BEGIN SOLUTION\\n    return 42\\n    ### END SOLUTION"),
-...     nbformat.v4.new_code_cell("# Graded: 1 point\\ncheck(f)\\n### BEGIN HIDDEN TESTS\\nsecret()\\n### END HIDDEN TESTS",
+...     nbformat.v4.new_code_cell("# Graded: 1 point\\ncheck(f)\\n"
+...                               "### BEGIN HIDDEN TESTS\\nsecret()\\n### END HIDDEN TESTS",
 ...                               outputs=[nbformat.v4.new_output("stream", text="Correct\\n")])])
 >>> shown, removed = reader_notebook(nb, "09_demo.ipynb", badge="../images/colab-badge.svg",
 ...                                  colab="https://colab.example/09_demo.ipynb")

@@ -1,9 +1,10 @@
 """Offline checks of a built static site: every internal link resolves, nothing loads from a network.
 
-For each HTML page of the site (``_static/`` holds files, not pages), every ``href`` and ``src`` that is not an external address must
-name a file of the site and, when it has a ``#fragment`` into an HTML page, an ``id`` (or ``<a
-name>``) in that page. Scripts, stylesheets, images and other resources a page loads by itself
-(anything but an ``<a>`` link) must come from the site, not from a network address.
+For each HTML page of the site (``_static/`` holds files, not pages), every ``href`` and ``src`` that
+is not an external address must name a file of the site and, when it has a ``#fragment`` into an
+HTML page, an ``id`` (or ``<a name>``) in that page. Scripts, stylesheets, images and other
+resources a page loads by itself (anything but an ``<a>`` link) must come from the site, not from a
+network address.
 
 >>> import tempfile, pathlib
 >>> site = pathlib.Path(tempfile.mkdtemp())

@@ -349,11 +349,15 @@ _READ = """async () => {
   images.forEach(i => { i.loading = 'eager'; });
   await wait(Promise.all(images.map(i => i.decode().catch(() => null))), 20000);
   const math = Array.from(document.querySelectorAll('.math'));
-  const outsideCode = {acceptNode: n => n.parentElement.closest(
-      'pre, code, script, style, textarea, .math, mjx-container') ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT};
+  const skipped = 'pre, code, script, style, textarea, .math, mjx-container';
+  const outsideCode = {acceptNode: n => n.parentElement.closest(skipped) ? NodeFilter.FILTER_REJECT
+                                                                         : NodeFilter.FILTER_ACCEPT};
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, outsideCode);
   const dollars = [];
-  while (walker.nextNode()) if (walker.currentNode.textContent.includes('$')) dollars.push(walker.currentNode.textContent.trim().slice(0, 80));
+  while (walker.nextNode()) {
+    const text = walker.currentNode.textContent;
+    if (text.includes('$')) dollars.push(text.trim().slice(0, 80));
+  }
   return {
     images: images.length,
     undrawn: images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
@@ -377,8 +381,8 @@ def read_page(page, path: Path) -> dict:
 
 
 def _problems(seen: dict, figures: int | None = None) -> list[str]:
-    problems = [f"{key}: {seen[key]}" for key in ("undrawn", "untypeset", "math_errors", "mathjax_failed", "dollars", "network")
-                if seen[key]]
+    checks = ("undrawn", "untypeset", "math_errors", "mathjax_failed", "dollars", "network")
+    problems = [f"{key}: {seen[key]}" for key in checks if seen[key]]
     if figures is not None and seen["figures"] != figures:
         problems.append(f"{seen['figures']} figures shown, {figures} committed")
     return problems
