@@ -15,6 +15,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-
 LEARNER_EXTRAS := lab
 TEACHER_EXTRAS := lab,teach
 DEV_EXTRAS     := lab,test
+BOOK_EXTRAS    := $(DEV_EXTRAS),book
 # Colab's stack (constraints-colab.txt) on Colab's Python (3.13) when this machine has it.
 COLAB_VENV   ?= .venv-colab
 COLAB_PYTHON ?= $(shell for p in python3.13 $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do \
@@ -34,7 +35,7 @@ venv = $(if $(and $(wildcard $(STAMP)),$(if $(python_given),,1)),,$(check_python
   tools/venv.sh "$(VENV)" "$(PYTHON)" "$(1)"
 
 .PHONY: lab teach test unit replay replay-colab browser chromium pythons run student classroom course bench sync \
-        $(STAMP)
+        book book-check $(STAMP)
 
 ## make lab: JupyterLab on your own copies of the notebooks (my-notebooks/, solutions removed; a copy
 ##           is written only when it does not exist yet), without nbgrader
@@ -53,12 +54,13 @@ $(STAMP):
 
 ## make test: unit tests; every notebook replayed with nbval on this stack and on Colab's (there also the
 ##            set-up tests and the tripwires on Keras/TensorFlow behaviour); every notebook run in
-##            JupyterLab in headless Chromium; an install and fast tests on every other Python here
-test: unit replay replay-colab browser pythons
+##            JupyterLab in headless Chromium; the book built and each page read in headless Chromium
+##            (make book-check); an install and fast tests on every other Python here
+test: unit replay book-check replay-colab browser pythons
 
 unit: $(STAMP)
 	$(PY) -m pytest -q --doctest-modules src/helpers tools tests --ignore=tests/test_browser.py \
-	  --ignore=tests/test_pythons.py
+	  --ignore=tests/test_pythons.py --ignore=tests/test_book.py
 
 replay: $(STAMP)
 	$(PY) -m pytest -q -p tests.conftest $(NBVAL) $(NB)
@@ -83,6 +85,19 @@ browser: $(STAMP) chromium
 ##                elsewhere it says how to get it)
 chromium: $(STAMP)
 	@$(PY) tests/browser.py
+
+## make book: the workbook as a static site in build/book/html/ (open index.html): the notebooks with their
+##            committed outputs (nothing executed; solutions and hidden tests left out), a landing page and
+##            docs/; warnings are errors, internal links checked offline
+book:
+	$(call venv,$(BOOK_EXTRAS))
+	$(PY) book/make_book.py
+
+## make book-check: make book's build, its links and what leaves out, then every page opened from file:// in
+##                  headless Chromium (figures drawn, math rendered, no network); screenshots in build/book/
+book-check: chromium
+	$(call venv,$(BOOK_EXTRAS))
+	$(PY) -m pytest -q -rs --doctest-modules book tests/test_book.py
 
 ## make pythons: every unsupported Python this machine has refused; on the newest of each other supported
 ##               minor version a fresh copy, make lab and fast tests (PYTHONS=all: on every one)
