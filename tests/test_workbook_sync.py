@@ -211,3 +211,41 @@ def test_readme_states_the_oldest_supported_versions_of_pyproject():
     oldest = runtime.oldest_supported()
     assert f"below TensorFlow {oldest['tensorflow']} or Keras {oldest['keras']}" in readme
     assert f"Python {SUPPORTED_PYTHONS[0]} to {SUPPORTED_PYTHONS[-1]}" in readme
+
+
+def test_an_exercise_text_states_the_points_its_grade_cell_gives():
+    """The hidden test sets a grade cell's points; the exercise's text above it is rewritten to match,
+    and an exercise whose text names no points leaves the previous exercise's text alone."""
+    import nbformat
+
+    new_md, new_code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    nb = nbformat.v4.new_notebook(cells=[
+        new_md("### Exercise 1 (5 points)\nWrite it."), new_code("### BEGIN SOLUTION\n### END SOLUTION"),
+        new_code("# Graded: 6 points\ncheck()"),
+        new_md("### Exercise 2\nNo points named."), new_code("### BEGIN SOLUTION\n### END SOLUTION"),
+        new_code("# Graded: 1 point\ncheck()"),
+    ])
+    sync_workbook._heading_points(nb, 2, 6)
+    sync_workbook._heading_points(nb, 5, 1)
+    assert nb.cells[0].source == "### Exercise 1 (6 points)\nWrite it."
+    assert nb.cells[3].source == "### Exercise 2\nNo points named."
+    sync_workbook._heading_points(nb, 2, 1)
+    assert nb.cells[0].source.startswith("### Exercise 1 (1 point)")
+
+
+def test_every_exercise_text_that_names_points_names_its_grade_cells():
+    import nbformat
+
+    for path in sync_workbook.notebook_paths():
+        cells = nbformat.read(path, as_version=4).cells
+        for i, cell in enumerate(cells):
+            graded = sync_workbook.GRADED.match(cell.source) if cell.cell_type == "code" else None
+            if not graded:
+                continue
+            for above in reversed(cells[:i - 1]):
+                if above.cell_type == "code" and sync_workbook.GRADED.match(above.source):
+                    break
+                named = sync_workbook.HEADING_POINTS.search(above.source) if above.cell_type == "markdown" else None
+                if named:
+                    assert named.group(1) == graded.group(1), f"{path.name}: {above.source.splitlines()[0]}"
+                    break

@@ -49,6 +49,7 @@ GRADED = re.compile(r"^# Graded: (\d+) points?\b")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 TIME_TO_RUN = re.compile(r"\*\*Time to run:\*\*\s*(.+?)\s*$", re.M)
 TIME_TO_DO = re.compile(r"\*\*Time (?:to do|for) (?:the )?exercises:\*\*\s*(.+?)\s*$", re.M)
+HEADING_POINTS = re.compile(r"\((\d+) points?\)")
 WRITTEN = re.compile(r"^\*\*Model answer\*\* \((\d+) points?, graded by hand\)")
 HIDDEN = ROOT / "classroom" / "hidden"
 
@@ -163,7 +164,20 @@ def _graded_from_hidden_tests(nb, stem: str) -> None:
             raise ValueError(f"{stem}: exercise {exercise!r} has no hidden test: write "
                              f"{shown(path)} (docs/teaching.md says how)")
         first, newline, rest = nb.cells[i].source.partition("\n")
-        nb.cells[i].source = GRADED.sub(f"# Graded: {hidden_points(path)} points", first, count=1) + newline + rest
+        points = hidden_points(path)
+        nb.cells[i].source = GRADED.sub(f"# Graded: {points} points", first, count=1) + newline + rest
+        _heading_points(nb, i, points)
+
+
+def _heading_points(nb, grade_at: int, points: int) -> None:
+    """The exercise's text says the points its grade cell gives: the nearest markdown cell above the
+    solution that says ``(N points)`` has N rewritten (a learner must not read 5 where 6 are graded)."""
+    for cell in reversed(nb.cells[:grade_at - 1]):
+        if cell.cell_type == "code" and GRADED.match(cell.source):
+            return  # the previous exercise's grade cell: this exercise's text names no points
+        if cell.cell_type == "markdown" and not WRITTEN.match(cell.source) and HEADING_POINTS.search(cell.source):
+            cell.source = HEADING_POINTS.sub(f"({points} point{'s' if points != 1 else ''})", cell.source, count=1)
+            return
 
 
 def notebook_paths() -> list[Path]:
