@@ -876,7 +876,7 @@ def _from_notebook(*names):
 
 @pytest.fixture(scope="module")
 def nb():
-    return _from_notebook("make_b", "make_sync", "WithPastB", "EveryTen", "Soft", "mse", "LAMBDA", "make_models")
+    return _from_notebook("make_b", "make_sync", "WithPastB", "TargetNetwork", "Soft", "mse", "LAMBDA", "make_models")
 
 
 def _data():
@@ -1072,10 +1072,10 @@ def _weights(model):
 
 
 def test_the_notebooks_target_network_syncs_every_ten_steps_with_tf_cond_inside_fit(nb):
-    # The notebook's EveryTen: tf.cond(self.optimizer.iterations % 10 == 0, ...) in refresh(). It syncs
+    # The notebook's TargetNetwork: tf.cond(self.optimizer.iterations % 10 == 0, ...) in refresh(). It syncs
     # in the steps that start with 0, 10, 20 ... updates done (after their evaluation, before the
     # update); in the others the copy keeps what it held.
-    model, dataset = _fit_model(nb, policy="EveryTen")
+    model, dataset = _fit_model(nb, policy="TargetNetwork")
     synced, kept = [], []
     for _ in range(12):
         before, past_before = _weights(model.net_b), _weights(model.past_b)
@@ -1126,3 +1126,47 @@ def test_a_copy_left_trainable_is_moved_by_the_optimizer_in_the_first_step(nb):
     model.fit(tf.data.Dataset.from_tensor_slices(_data()).batch(32), shuffle=False, verbose=0)
     assert len(model.trainable_variables) == 14
     assert not all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), before))
+
+
+def test_the_notebooks_target_network_passes_a_no_gradient_through_the_past_prediction(nb):
+    # TargetNetwork.train_step wraps past B's output in tf.stop_gradient (a fixed target): A's update
+    # is the gradient of the loss with the past prediction held constant; WithPastB's (the source's
+    # choice) also carries the gradient through past B's output, so it differs once past B differs from B.
+    xs, ys = _data()
+    changes = {}
+    for policy in ("WithPastB", "TargetNetwork"):
+        model = nb[policy](*nb["make_models"]())
+        model.net_b.get_layer("head").bias.assign_add([0.5])  # past B now differs from B
+        model.compile(optimizer=keras.optimizers.SGD(1.0))  # A's change is minus its gradient
+        kernel = model.net_a.trainable_variables[0]
+        before = kernel.numpy()
+        model.fit(tf.data.Dataset.from_tensor_slices((xs, ys)).batch(32), shuffle=False, verbose=0)
+        changes[policy] = before - kernel.numpy()
+    net_a, net_b, past_b = nb["make_models"]()
+    net_b.get_layer("head").bias.assign_add([0.5])
+    with tf.GradientTape() as tape:
+        h = net_a(xs, training=True)
+        y_now, y_past = net_b(h, training=True), tf.stop_gradient(past_b(h, training=False))
+        loss = nb["mse"](ys, y_now) + nb["LAMBDA"] * nb["mse"](y_past, y_now)
+    expected = tape.gradient(loss, net_a.trainable_variables[0]).numpy()
+    np.testing.assert_allclose(changes["TargetNetwork"], expected, rtol=1e-4, atol=1e-6)
+    assert np.abs(changes["WithPastB"] - changes["TargetNetwork"]).max() > 1e-4
+
+
+def test_make_sync_misses_a_stateful_lstms_states_and_one_loop_over_layer_states_adds_them(nb):
+    # Moved from the notebook (its "Will it work on your model?" note): a stateful LSTM keeps its carried
+    # state in layer.states, outside model.variables, so make_sync's copy (like set_weights) gives another
+    # next output; one more loop over the states, or snapshots.sync, gives the original's.
+    keras.utils.set_random_seed(0)
+    lstm = keras.Sequential([keras.Input(batch_shape=(2, 5, 3)), keras.layers.LSTM(4, stateful=True),
+                             keras.layers.BatchNormalization(), keras.layers.Dense(1)])
+    sequence = np.random.default_rng(2).normal(size=(2, 5, 3)).astype("float32")
+    lstm(sequence, training=True)  # the LSTM keeps its final states; BatchNorm's statistics move
+    copies = [keras.models.clone_model(lstm) for _ in range(3)]
+    nb["make_sync"](lstm, copies[0])()
+    nb["make_sync"](lstm, copies[1])()
+    for s, t in zip(lstm.layers[0].states, copies[1].layers[0].states):
+        t.assign(s)
+    S.sync(lstm, copies[2])
+    following = lstm(sequence).numpy()
+    assert [np.array_equal(c(sequence).numpy(), following) for c in copies] == [False, True, True]
