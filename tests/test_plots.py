@@ -313,8 +313,8 @@ def test_snapshot_lag_marks_each_sync_between_the_peak_and_the_drop_of_the_perio
     level = [line for line in lines if line.get_linestyle() == "--"]
     assert len(level) == 1 and list(level[0].get_ydata()) == [10.0, 10.0]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend == list(curves) + ["1/τ = 10", "sync of the every-10 copy (between two evaluations)"]  # one entry
-    assert ax.get_xlabel().startswith("training step t") and "updates behind" in ax.get_ylabel()
+    assert legend == list(curves) + ["1/τ = 10", "every-10 copy synced (after step 10's evaluation, …)"]  # one entry
+    assert ax.get_xlabel().startswith("training step t") and "steps behind" in ax.get_ylabel()
     with pytest.raises(ValueError, match="at least one"):
         plots.snapshot_lag({})
     with pytest.raises(ValueError, match=r"curves\['bad'\]"):

@@ -555,16 +555,16 @@ def validation_passes(train_loss: Any, val_curve: list[tuple[int, float]],
 
 
 def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None) -> Any:
-    """How many updates a past network is behind the current one when step t uses it: one line per way
+    """How many steps a past network is behind the current one when step t uses it: one line per way
     of refreshing it.
 
     ``curves`` maps a refresh policy's name to its lag at steps 1, 2, …: at the evaluation of step t
-    (before that step's sync and update), the distance ``‖current − past‖`` divided by the size of the
-    latest update ``‖θ_t − θ_{t−1}‖`` (a copy synced in every step is exactly 1 behind). ``every``
-    marks the hard syncs of a periodic copy, made in steps ``every``, ``2 every``, … right after their
-    evaluation, with dotted vertical lines half a step later: between the evaluation where the copy is
-    furthest behind and the next one, where it is 1 behind. ``level = (value, label)`` draws a dashed
-    horizontal reference (a soft copy's ``1/τ``).
+    (before that step's sync and update), ``t − k`` where B after k updates is the closest to the past
+    network (exact for a hard copy: the past network *is* B of step k; a copy synced in every step is
+    1 behind). ``every`` marks the hard syncs of a periodic copy, made in steps ``every``, ``2 every``, …
+    right after their evaluation, with dotted vertical lines half a step later: between the evaluation
+    where the copy is furthest behind and the next one, where it is 1 behind. ``level = (value, label)``
+    draws a dashed horizontal reference (a soft copy's ``1/τ``).
 
     >>> import numpy as np
     >>> fig = snapshot_lag({"hard, every step": np.ones(20), "hard, every 10": np.arange(20) % 10 + 1.0}, every=10)
@@ -591,11 +591,11 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
     if every is not None:
         for k, t in enumerate(range(every, steps, every)):  # synced in step t, after t's evaluation
             ax.axvline(t + 0.5, color="grey", ls=":", lw=1.2,
-                       label=f"sync of the every-{every} copy (between two evaluations)" if k == 0 else "_nolegend_")
+                       label=f"every-{every} copy synced (after step {every}'s evaluation, …)" if k == 0 else "_nolegend_")
     ax.set_xlim(0, steps + 1)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("training step t (B has had t updates)")
-    ax.set_ylabel("updates behind\n(‖B − past B‖ ÷ ‖B's latest update‖)")
+    ax.set_ylabel("steps behind\n(t − the step whose B is closest to past B)")
     ax.set_title("How far behind B is the past network when step t evaluates with it?")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=9)
     fig.tight_layout()

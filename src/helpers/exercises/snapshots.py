@@ -70,8 +70,8 @@ def check_soft_update(soft_update: Callable) -> None:
     ``max(tau, 1 / (step + 1))`` of the way toward its source variable (the mean teacher's warm-up), in
     place, and leave the sources alone."""
     untouched = "your function changed the source variables: only the targets (the past network) may change"
-    # (tau, step): the warm-up's full copy at step 0, its 1/(step + 1) while that exceeds tau, then tau; tau = 1
-    for tau, step in ((_TAU, 0), (_TAU, 1), (_TAU, 10), (1.0, 5)):
+    # (tau, step): tau once it exceeds 1/(step + 1), the warm-up's 1/(step + 1) before, its full copy at step 0; tau = 1
+    for tau, step in ((_TAU, 10), (_TAU, 1), (_TAU, 0), (1.0, 5)):
         current, past = network_pair()
         sources, targets = trainable(current), trainable(past)
         src0, dst0 = values(sources), values(targets)
@@ -99,9 +99,12 @@ def check_soft_update(soft_update: Callable) -> None:
         if rate > tau and abs(fraction - tau) < 1e-3:
             raise CheckFailed(f"{where}; yours moved {fraction:.0%}, tau's share: at this step the warm-up "
                               "rate 1/(step + 1) is larger than tau and wins")
+        if step and abs(fraction - max(tau, 1 / step)) < 1e-3:
+            raise CheckFailed(f"{where}; yours moved {fraction:.0%}: the steps count from 0 (a full copy), "
+                              f"so at step {step} the warm-up rate is 1/{step + 1}")
         raise CheckFailed(f"{where}; yours moved about {fraction:.0%} on average"
                           + ("" if abs(fraction - rate) > 1e-3 else ", but not every weight by the same share"))
-    passed(f"tau={_TAU}: a full copy at step 0, half the way at step 1, {_TAU:.0%} at step 10; "
+    passed(f"tau={_TAU}: {_TAU:.0%} of the way at step 10, half the way at step 1, a full copy at step 0; "
            "tau=1 copies exactly; sources untouched.")
 
 
