@@ -313,8 +313,8 @@ def test_snapshot_lag_marks_each_sync_between_the_peak_and_the_drop_of_the_perio
     level = [line for line in lines if line.get_linestyle() == "--"]
     assert len(level) == 1 and list(level[0].get_ydata()) == [10.0, 10.0]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend == list(curves) + ["1/τ = 10", "sync of the every-10 copy (between two evaluations)"]  # one entry
-    assert ax.get_xlabel().startswith("training step t") and "updates behind" in ax.get_ylabel()
+    assert legend == list(curves) + ["1/τ = 10", "every-10 copy synced (after step 10's evaluation, …)"]  # one entry
+    assert ax.get_xlabel().startswith("training step t") and "steps behind" in ax.get_ylabel()
     with pytest.raises(ValueError, match="at least one"):
         plots.snapshot_lag({})
     with pytest.raises(ValueError, match=r"curves\['bad'\]"):
@@ -323,19 +323,22 @@ def test_snapshot_lag_marks_each_sync_between_the_peak_and_the_drop_of_the_perio
         plots.snapshot_lag(curves, every=0)
 
 
-def test_snapshot_step_order_shows_evaluate_sync_update_and_the_past_one_update_behind():
+def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_one_update_behind():
     import pytest
 
     fig = plots.snapshot_step_order(2)
     texts = [t.get_text() for t in fig.axes[0].texts]
-    assert [t for t in texts if t.startswith(("evaluate", "sync", "update"))] == [
-        "evaluate both\non A(x): one loss", "sync: past B ← B\n(weights + BN stats)", "update A and B\n(not past B)"] * 2
-    assert any(t.startswith("bold box: the network that phase changes") for t in texts)  # the key to the boxes
+    assert [t for t in texts if t.startswith(("evaluate", "tape", "sync", "apply"))] == [
+        "evaluate both\non A(x): one loss", "tape.gradient:\ngradients g", "sync: past B ← B\n(weights + BN stats)",
+        "apply g to A, B\n(not to past B)"] * 2
+    assert any(t.startswith("bold box: what that phase changes") for t in texts)  # the key to the boxes
+    assert {"A (trained)", "B (trained)", "past B (frozen copy)", "gradients"} <= set(texts)
     versions = [t for t in texts if t.startswith("$")]
-    # per phase: B's version, then the past copy's: evaluate (t, t-1), sync (t, t), update (t+1, t), ...
-    assert versions[:6] == [r"$\theta_{t}$", r"$\theta_{t-1}$", r"$\theta_{t}$", r"$\theta_{t}$",
-                            r"$\theta_{t+1}$", r"$\theta_{t}$"]
-    assert versions[6:8] == [r"$\theta_{t+1}$", r"$\theta_{t}$"]  # step t + 1 evaluates with the past one behind
+    # per phase, top to bottom (A, B, past B, gradients): evaluate (t, t, t-1; no gradients yet),
+    # tape.gradient (t, t, t-1, g_t), sync (t, t, t, g_t), apply (t+1, t+1, t, g_t)
+    t, t1, tm1, g = r"$\theta_{t}$", r"$\theta_{t+1}$", r"$\theta_{t-1}$", r"$g_{t}$"
+    assert versions[:15] == [t, t, tm1, t, t, tm1, g, t, t, t, g, t1, t1, t, g]
+    assert versions[15:18] == [t1, t1, t]  # step t + 1 evaluates with the past one behind
     assert "step t" in texts and "step t + 1" in texts
     for bad in (0, 5, True, 1.5):
         with pytest.raises(ValueError, match="steps must be an int from 1 to 4"):

@@ -686,33 +686,46 @@ def _hint(check, fn):
 
 
 def test_soft_update_checker_hints_at_swapped_tau_without_giving_the_answer():
-    def swapped(source_vars, target_vars, tau):
+    def swapped(source_vars, target_vars, tau, step):
+        rate = max(tau, 1 / (step + 1))
         for s, t in zip(source_vars, target_vars):
-            t.assign((1.0 - tau) * s + tau * t)
+            t.assign((1.0 - rate) * s + rate * t)
 
-    assert "75% of the way" in _hint(check_soft_update, swapped)
+    assert "the share the *current* network gets" in _hint(check_soft_update, swapped)
 
 
-def test_soft_update_checker_catches_other_typical_mistakes():
-    def returns_only(source_vars, target_vars, tau):
+def test_soft_update_checker_names_the_forgotten_warm_up_and_other_typical_mistakes():
+    def no_warm_up(source_vars, target_vars, tau, step):
+        for s, t in zip(source_vars, target_vars):
+            t.assign(s * tau + t * (1 - tau))
+
+    def one_over_step(source_vars, target_vars, tau, step):
+        rate = max(tau, 1 / step)
+        for s, t in zip(source_vars, target_vars):
+            t.assign(rate * s + (1 - rate) * t)
+
+    def min_not_max(source_vars, target_vars, tau, step):
+        rate = min(tau, 1 / (step + 1))
+        for s, t in zip(source_vars, target_vars):
+            t.assign(rate * s + (1 - rate) * t)
+
+    def returns_only(source_vars, target_vars, tau, step):
         return [tau * s + (1 - tau) * t for s, t in zip(source_vars, target_vars)]
 
-    def writes_source(source_vars, target_vars, tau):
+    def writes_source(source_vars, target_vars, tau, step):
         for s, t in zip(source_vars, target_vars):
             s.assign(tau * s + (1 - tau) * t)
             t.assign(s)
 
-    def hard_copy_only(source_vars, target_vars, tau):
-        for s, t in zip(source_vars, target_vars):
-            t.assign(s)
-
-    def first_layer_only(source_vars, target_vars, tau):
+    def first_layer_only(source_vars, target_vars, tau, step):
         t = target_vars[0]
-        t.assign(t + tau * (source_vars[0] - t))
+        t.assign(t + (source_vars[0] - t))
 
+    assert "the warm-up rate 1/(step + 1) is larger than tau" in _hint(check_soft_update, no_warm_up)
+    assert "the steps count from 0" in _hint(check_soft_update, one_over_step)
+    assert "step=10 every past weight should move 25%" in _hint(check_soft_update, min_not_max)
     assert "did not change" in _hint(check_soft_update, returns_only)
     assert "changed the source" in _hint(check_soft_update, writes_source)
-    assert "moved about 100%" in _hint(check_soft_update, hard_copy_only)
     assert "3 of 4 target variables did not move" in _hint(check_soft_update, first_layer_only)
 
 
@@ -876,7 +889,8 @@ def _from_notebook(*names):
 
 @pytest.fixture(scope="module")
 def nb():
-    return _from_notebook("make_b", "make_sync", "WithPastB", "EveryTen", "Soft", "mse", "LAMBDA", "make_models")
+    return _from_notebook("make_b", "make_sync", "WithPastB", "FixedTarget", "TargetNetwork", "MeanTeacher", "mse",
+                          "LAMBDA", "make_models")
 
 
 def _data():
@@ -903,6 +917,28 @@ def test_make_sync_copies_all_state_as_snapshots_sync_does(nb, kind):
     S.sync(model, helper_past)
     assert same(values(past), values(helper_past)) and same(values(past), values(model))
     np.testing.assert_array_equal(past(X).numpy(), model(X).numpy())
+
+
+@pytest.mark.parametrize("tau", [0.1, 0.5])
+def test_make_sync_with_tau_blends_the_weights_copies_the_statistics_and_equals_snapshots_sync(nb, tau):
+    keras.utils.set_random_seed(12)
+    model, by_hand, by_helper = (BUILDERS["sequential"]() for _ in range(3))  # BatchNorm and Dropout
+    train(model)
+    S.sync(by_hand, by_helper)  # both start from the same values
+    before = [v.numpy() for v in by_hand.variables]
+    nb["make_sync"](model, by_hand, tau)()
+    S.sync(model, by_helper, tau=tau)
+    for s, t, old, h in zip(model.variables, by_hand.variables, before, by_helper.variables):
+        want = tau * s.numpy() + (1 - tau) * old if s.trainable else s.numpy()
+        np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(t.numpy(), h.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("tau", [0.0, -0.5, 1.5])
+def test_make_sync_refuses_a_tau_outside_zero_to_one(nb, tau):
+    model = BUILDERS["sequential"]()
+    with pytest.raises(ValueError, match="tau must be in"):
+        nb["make_sync"](model, BUILDERS["sequential"](), tau)
 
 
 def test_make_sync_refuses_another_architecture_before_writing_anything(nb):
@@ -1072,10 +1108,10 @@ def _weights(model):
 
 
 def test_the_notebooks_target_network_syncs_every_ten_steps_with_tf_cond_inside_fit(nb):
-    # The notebook's EveryTen: tf.cond(self.optimizer.iterations % 10 == 0, ...) in refresh(). It syncs
+    # The notebook's TargetNetwork: tf.cond(self.optimizer.iterations % 10 == 0, ...) in refresh(). It syncs
     # in the steps that start with 0, 10, 20 ... updates done (after their evaluation, before the
     # update); in the others the copy keeps what it held.
-    model, dataset = _fit_model(nb, policy="EveryTen")
+    model, dataset = _fit_model(nb, policy="TargetNetwork")
     synced, kept = [], []
     for _ in range(12):
         before, past_before = _weights(model.net_b), _weights(model.past_b)
@@ -1101,9 +1137,9 @@ def test_a_python_if_on_the_step_counter_fails_inside_fit(nb):
 
 
 def test_the_notebooks_soft_refresh_moves_the_copys_weights_a_tenth_of_the_way_and_copies_the_statistics(nb):
-    # The notebook's Soft: snapshots.sync(tau=0.1) inside train_step, between the evaluation and the
-    # update: past := 0.1 * B + 0.9 * past for the weights, B's (this step's) BatchNorm statistics copied.
-    model, dataset = _fit_model(nb, policy="Soft")
+    # The notebook's MeanTeacher: make_sync(net_b, past_b, tau=0.1) inside train_step, between the evaluation
+    # and the update: past := 0.1 * B + 0.9 * past for the weights, B's (this step's) BatchNorm statistics copied.
+    model, dataset = _fit_model(nb, policy="MeanTeacher")
     model.fit(dataset, epochs=2, shuffle=False, verbose=0)  # B and the copy apart
     for _ in range(2):
         before, past_before = _weights(model.net_b), _weights(model.past_b)
@@ -1126,3 +1162,48 @@ def test_a_copy_left_trainable_is_moved_by_the_optimizer_in_the_first_step(nb):
     model.fit(tf.data.Dataset.from_tensor_slices(_data()).batch(32), shuffle=False, verbose=0)
     assert len(model.trainable_variables) == 14
     assert not all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), before))
+
+
+def test_the_notebooks_fixed_target_and_target_network_pass_no_gradient_through_the_past_prediction(nb):
+    # FixedTarget.past_output (and so TargetNetwork) wraps past B's output in tf.stop_gradient (a fixed target): A's update
+    # is the gradient of the loss with the past prediction held constant; WithPastB's (the source's
+    # choice) also carries the gradient through past B's output, so it differs once past B differs from B.
+    xs, ys = _data()
+    changes = {}
+    for policy in ("WithPastB", "FixedTarget", "TargetNetwork"):
+        model = nb[policy](*nb["make_models"]())
+        model.net_b.get_layer("head").bias.assign_add([0.5])  # past B now differs from B
+        model.compile(optimizer=keras.optimizers.SGD(1.0))  # A's change is minus its gradient
+        kernel = model.net_a.trainable_variables[0]
+        before = kernel.numpy()
+        model.fit(tf.data.Dataset.from_tensor_slices((xs, ys)).batch(32), shuffle=False, verbose=0)
+        changes[policy] = before - kernel.numpy()
+    net_a, net_b, past_b = nb["make_models"]()
+    net_b.get_layer("head").bias.assign_add([0.5])
+    with tf.GradientTape() as tape:
+        h = net_a(xs, training=True)
+        y_now, y_past = net_b(h, training=True), tf.stop_gradient(past_b(h, training=False))
+        loss = nb["mse"](ys, y_now) + nb["LAMBDA"] * nb["mse"](y_past, y_now)
+    expected = tape.gradient(loss, net_a.trainable_variables[0]).numpy()
+    np.testing.assert_allclose(changes["FixedTarget"], expected, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(changes["TargetNetwork"], expected, rtol=1e-4, atol=1e-6)
+    assert np.abs(changes["WithPastB"] - changes["TargetNetwork"]).max() > 1e-4
+
+
+def test_make_sync_misses_a_stateful_lstms_states_and_one_loop_over_layer_states_adds_them(nb):
+    # Moved from the notebook (its "Will it work on your model?" note): a stateful LSTM keeps its carried
+    # state in layer.states, outside model.variables, so make_sync's copy (like set_weights) gives another
+    # next output; one more loop over the states, or snapshots.sync, gives the original's.
+    keras.utils.set_random_seed(0)
+    lstm = keras.Sequential([keras.Input(batch_shape=(2, 5, 3)), keras.layers.LSTM(4, stateful=True),
+                             keras.layers.BatchNormalization(), keras.layers.Dense(1)])
+    sequence = np.random.default_rng(2).normal(size=(2, 5, 3)).astype("float32")
+    lstm(sequence, training=True)  # the LSTM keeps its final states; BatchNorm's statistics move
+    copies = [keras.models.clone_model(lstm) for _ in range(3)]
+    nb["make_sync"](lstm, copies[0])()
+    nb["make_sync"](lstm, copies[1])()
+    for s, t in zip(lstm.layers[0].states, copies[1].layers[0].states):
+        t.assign(s)
+    S.sync(lstm, copies[2])
+    following = lstm(sequence).numpy()
+    assert [np.array_equal(c(sequence).numpy(), following) for c in copies] == [False, True, True]

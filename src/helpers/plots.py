@@ -555,16 +555,16 @@ def validation_passes(train_loss: Any, val_curve: list[tuple[int, float]],
 
 
 def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None) -> Any:
-    """How many updates a past network is behind the current one when step t uses it: one line per way
+    """How many steps a past network is behind the current one when step t uses it: one line per way
     of refreshing it.
 
     ``curves`` maps a refresh policy's name to its lag at steps 1, 2, …: at the evaluation of step t
-    (before that step's sync and update), the distance ``‖current − past‖`` divided by the size of the
-    latest update ``‖θ_t − θ_{t−1}‖`` (a copy synced in every step is exactly 1 behind). ``every``
-    marks the hard syncs of a periodic copy, made in steps ``every``, ``2 every``, … right after their
-    evaluation, with dotted vertical lines half a step later: between the evaluation where the copy is
-    furthest behind and the next one, where it is 1 behind. ``level = (value, label)`` draws a dashed
-    horizontal reference (a soft copy's ``1/τ``).
+    (before that step's sync and update), ``t − k`` where B after k updates is the closest to the past
+    network (exact for a hard copy: the past network *is* B of step k; a copy synced in every step is
+    1 behind). ``every`` marks the hard syncs of a periodic copy, made in steps ``every``, ``2 every``, …
+    right after their evaluation, with dotted vertical lines half a step later: between the evaluation
+    where the copy is furthest behind and the next one, where it is 1 behind. ``level = (value, label)``
+    draws a dashed horizontal reference (a soft copy's ``1/τ``).
 
     >>> import numpy as np
     >>> fig = snapshot_lag({"hard, every step": np.ones(20), "hard, every 10": np.arange(20) % 10 + 1.0}, every=10)
@@ -591,11 +591,11 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
     if every is not None:
         for k, t in enumerate(range(every, steps, every)):  # synced in step t, after t's evaluation
             ax.axvline(t + 0.5, color="grey", ls=":", lw=1.2,
-                       label=f"sync of the every-{every} copy (between two evaluations)" if k == 0 else "_nolegend_")
+                       label=f"every-{every} copy synced (after step {every}'s evaluation, …)" if k == 0 else "_nolegend_")
     ax.set_xlim(0, steps + 1)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("training step t (B has had t updates)")
-    ax.set_ylabel("updates behind\n" r"($\|\theta_t - \theta'\|$ ÷ $\|\theta_t - \theta_{t-1}\|$)")
+    ax.set_ylabel("steps behind\n(t − the step whose B is closest to past B)")
     ax.set_title("How far behind B is the past network when step t evaluates with it?")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=9)
     fig.tight_layout()
@@ -604,54 +604,62 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
 
 def snapshot_step_order(steps: int = 2) -> Any:
     """A timeline of the question's training step: in each step B and the past network both evaluate
-    A's features into one loss, then the past network takes B's state (weights and BatchNorm
-    statistics: the sync), then the optimizer updates A and B; each box shows the weights a network
-    holds after that phase (θ_t: B's weights after t updates), the box the phase changes drawn bold.
+    A's features into one loss, ``tape.gradient`` computes the gradients g, then the past network takes
+    B's state (weights and BatchNorm statistics: the sync), then the optimizer applies g to A and B. Each
+    box shows what a row holds after that phase (θ_t: weights after t updates; g_t: step t's gradients),
+    the boxes the phase changes drawn bold.
 
     A diagram of the order in notebook 05's ``train_step`` (no data): at every evaluation the past
-    network holds θ_{t−1} while B holds θ_t.
+    network holds θ_{t−1} while B holds θ_t, and g is fixed before the sync, so the sync cannot change it.
 
     >>> fig = snapshot_step_order(2)
-    >>> [t.get_text().split()[0] for t in fig.axes[0].texts if t.get_text().startswith(("evaluate", "sync", "update"))][:3]
-    ['evaluate', 'sync:', 'update']
+    >>> phases = ("evaluate", "tape", "sync", "apply")
+    >>> [t.get_text().split()[0] for t in fig.axes[0].texts if t.get_text().startswith(phases)][:4]
+    ['evaluate', 'tape.gradient:', 'sync:', 'apply']
     """
     from matplotlib.patches import FancyBboxPatch
 
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 4:
         raise ValueError(f"steps must be an int from 1 to 4, got {steps!r}")
 
-    def theta(k: int) -> str:
-        return r"$\theta_{t}$" if k == 0 else rf"$\theta_{{t{k:+d}}}$"
+    def label(symbol: str, k: int) -> str:
+        return rf"${symbol}_{{t}}$" if k == 0 else rf"${symbol}_{{t{k:+d}}}$"
 
-    fig, ax = new_figure(width=2.4 + 4.0 * steps, height=2.9)
-    rows = {"B (trained)": 1.0, "past B (frozen copy)": 0.0}
-    gap, width = 1.8, 5.8  # between phases, between steps
+    fig, ax = new_figure(width=2.2 + 5.0 * steps, height=3.6)
+    rows = {"A (trained)": 3.0, "B (trained)": 2.0, "past B (frozen copy)": 1.0, "gradients": 0.0}
+    colors = {3.0: COLORS[4], 2.0: COLORS[0], 1.0: COLORS[3], 0.0: COLORS[2]}
+    gap, width = 2.0, 8.6  # between phases, between steps
     for k in range(steps):
-        phases = [("evaluate both\non A(x): one loss", (k, k - 1), None),
-                  ("sync: past B ← B\n(weights + BN stats)", (k, k), "past B (frozen copy)"),
-                  ("update A and B\n(not past B)", (k + 1, k), "B (trained)")]
+        phases = [("evaluate both\non A(x): one loss", (k, k, k - 1, None), ()),
+                  ("tape.gradient:\ngradients g", (k, k, k - 1, k), ("gradients",)),
+                  ("sync: past B ← B\n(weights + BN stats)", (k, k, k, k), ("past B (frozen copy)",)),
+                  ("apply g to A, B\n(not to past B)", (k + 1, k + 1, k, k), ("A (trained)", "B (trained)"))]
         for j, (phase, held, changed) in enumerate(phases):
             x = width * k + gap * j
-            ax.text(x, 1.6, phase, ha="center", va="center", fontsize=9.5, linespacing=1.3)
+            ax.text(x, 3.75, phase, ha="center", va="center", fontsize=9, linespacing=1.3)
             for (row, y), version in zip(rows.items(), held):
-                bold = row == changed
-                ax.add_patch(FancyBboxPatch((x - 0.45, y - 0.2), 0.9, 0.4, boxstyle="round,pad=0.02",
-                                            fc=COLORS[0] if y else COLORS[3], alpha=0.4 if bold else 0.15,
-                                            ec="black", lw=1.8 if bold else 0.6))
-                ax.text(x, y, theta(version), ha="center", va="center", fontsize=13)
+                if version is None:
+                    continue
+                bold = row in changed
+                ax.add_patch(FancyBboxPatch((x - 0.55, y - 0.21), 1.1, 0.42, boxstyle="round,pad=0.02",
+                                            fc=colors[y], alpha=0.45 if bold else 0.15, ec="black",
+                                            lw=1.8 if bold else 0.6))
+                ax.text(x, y, label("g" if y == 0.0 else r"\theta", version), ha="center", va="center", fontsize=12)
             if phase.startswith("sync"):
-                ax.annotate("", xy=(x, 0.22), xytext=(x, 0.78), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
-        ax.text(width * k + gap, 2.1, "step t" if k == 0 else f"step t + {k}", ha="center", va="center",
+                ax.annotate("", xy=(x, 1.23), xytext=(x, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
+        ax.text(width * k + 1.5 * gap, 4.35, "step t" if k == 0 else f"step t + {k}", ha="center", va="center",
                 fontsize=11, fontweight="bold")
         if k:
-            x = width * k - (width - 2 * gap) / 2
-            ax.plot([x, x], [-0.3, 2.2], color="grey", lw=0.8, ls="--")
+            x = width * k - (width - 3 * gap) / 2
+            ax.plot([x, x], [-0.4, 4.4], color="grey", lw=0.8, ls="--")
     for row, y in rows.items():
-        ax.text(-0.7, y, row, ha="right", va="center", fontsize=10)
-    ax.text(width * (steps - 1) / 2 + gap, -0.5, r"bold box: the network that phase changes;  $\theta_t$: B's weights after t updates", ha="center", va="center", fontsize=9, color="dimgrey")
-    ax.set_xlim(-2.9, width * (steps - 1) + 2 * gap + 0.7)
-    ax.set_ylim(-0.65, 2.3)
+        ax.text(-0.8, y, row, ha="right", va="center", fontsize=10)
+    key = (r"bold box: what that phase changes;  $\theta_t$: weights after t updates;  "
+           r"$g_t$: step t's gradients, fixed before the sync")
+    ax.text(width * (steps - 1) / 2 + 1.5 * gap, -0.6, key, ha="center", va="center", fontsize=9, color="dimgrey")
+    ax.set_xlim(-3.2, width * (steps - 1) + 3 * gap + 0.7)
+    ax.set_ylim(-0.8, 4.5)
     ax.axis("off")
-    ax.set_title("At every evaluation, past B holds the weights B had one update earlier", fontsize=11)
+    ax.set_title("At every evaluation past B is one update behind B; the sync comes after the gradients", fontsize=11)
     fig.tight_layout()
     return fig

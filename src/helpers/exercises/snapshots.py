@@ -1,4 +1,5 @@
-"""Checkers for notebook 05's exercises: the soft (Polyak) update, and a complete in-memory snapshot.
+"""Checkers for notebook 05's exercises: the soft (Polyak) update with the mean teacher's warm-up, and
+a complete in-memory snapshot.
 
 ``remember``'s model is one that no helper can copy: a subclassed model whose ``__init__`` takes an
 argument and that has no ``get_config()`` (``snapshots.snapshot``, ``keras.models.clone_model`` and
@@ -60,49 +61,51 @@ def values(variables: list) -> list[np.ndarray]:
     return [np.array(v.numpy(), copy=True) for v in variables]
 
 
+def _rate(tau: float, step: int) -> float:
+    return max(tau, 1.0 / (step + 1))
+
+
 def check_soft_update(soft_update: Callable) -> None:
-    """``soft_update(source_vars, target_vars, tau)`` must move every target variable the fraction
-    ``tau`` of the way toward its source variable, in place, and leave the sources alone."""
-    current, past = network_pair()
-    sources, targets = trainable(current), trainable(past)
-    src0, dst0 = values(sources), values(targets)
+    """``soft_update(source_vars, target_vars, tau, step)`` must move every target variable the share
+    ``max(tau, 1 / (step + 1))`` of the way toward its source variable (the mean teacher's warm-up), in
+    place, and leave the sources alone."""
     untouched = "your function changed the source variables: only the targets (the past network) may change"
-
-    # 1. a known tau.
-    call_learner(soft_update, sources, targets, _TAU, name="soft_update")
-    src1, dst1 = values(trainable(current)), values(trainable(past))  # the networks' own variables
-    expect(all(np.array_equal(a, b) for a, b in zip(src0, src1)), untouched)
-    expect(not all(np.array_equal(a, b) for a, b in zip(dst0, dst1)),
-           "the target variables did not change: write the new value into each target variable "
-           "(variable.assign); computing or returning it is not enough")
-    still = sum(np.array_equal(a, b) for a, b in zip(dst0, dst1))
-    expect(still == 0, f"{still} of {len(targets)} target variables did not move: the update applies to every one")
-    gap = np.concatenate([(s - t).ravel() for s, t in zip(src0, dst0)])
-    moved = np.concatenate([(n - t).ravel() for n, t in zip(dst1, dst0)])
-    fraction = float(np.sum(moved * gap) / np.sum(gap * gap))  # least-squares share of the gap covered
-    expected = [t + _TAU * (s - t) for s, t in zip(src0, dst0)]
-    if not all(np.allclose(n, e, rtol=1e-5, atol=1e-6) for n, e in zip(dst1, expected)):
-        if abs(fraction - (1 - _TAU)) < 1e-3:
-            raise CheckFailed(
-                f"with tau={_TAU} your past network moved {fraction:.0%} of the way toward the current "
-                f"one instead of {_TAU:.0%}: tau is the share the *current* network gets in the mix"
-            )
-        raise CheckFailed(
-            f"with tau={_TAU} every past weight should move {_TAU:.0%} of its distance to the current "
-            f"weight; yours moved about {fraction:.0%} on average"
-            + ("" if abs(fraction - _TAU) > 1e-3 else ", but not every weight by the same share")
-        )
-
-    # 2. tau = 1 is a hard copy, from a fresh past network.
-    sources, targets = trainable(current), trainable(past)
-    for variable, value in zip(targets, dst0):
-        variable.assign(value)
-    call_learner(soft_update, sources, targets, 1.0, name="soft_update")
-    src2, dst2 = values(trainable(current)), values(trainable(past))
-    expect(all(np.array_equal(a, b) for a, b in zip(src0, src2)), untouched)
-    expect(all(np.allclose(t, s, rtol=0, atol=1e-6) for t, s in zip(dst2, src0)),
-           "with tau=1 the past network must become an exact copy of the current one, and it did not")
-    passed(f"tau={_TAU} moves every past weight {_TAU:.0%} of the way; tau=1 copies exactly; sources untouched.")
+    # (tau, step): tau once it exceeds 1/(step + 1), the warm-up's 1/(step + 1) before, its full copy at step 0; tau = 1
+    for tau, step in ((_TAU, 10), (_TAU, 1), (_TAU, 0), (1.0, 5)):
+        current, past = network_pair()
+        sources, targets = trainable(current), trainable(past)
+        src0, dst0 = values(sources), values(targets)
+        rate = _rate(tau, step)
+        call_learner(soft_update, sources, targets, tau, step, name="soft_update")
+        src1, dst1 = values(trainable(current)), values(trainable(past))  # the networks' own variables
+        expect(all(np.array_equal(a, b) for a, b in zip(src0, src1)), untouched)
+        expect(all(np.all(np.isfinite(n)) for n in dst1),
+               f"with tau={tau}, step={step} the past weights are no longer finite: is there a division by zero?")
+        expect(not all(np.array_equal(a, b) for a, b in zip(dst0, dst1)),
+               "the target variables did not change: write the new value into each target variable "
+               "(variable.assign); computing or returning it is not enough")
+        still = sum(np.array_equal(a, b) for a, b in zip(dst0, dst1))
+        expect(still == 0, f"{still} of {len(targets)} target variables did not move: the update applies to every one")
+        expected = [t + rate * (s - t) for s, t in zip(src0, dst0)]
+        if all(np.allclose(n, e, rtol=1e-5, atol=1e-6) for n, e in zip(dst1, expected)):
+            continue
+        gap = np.concatenate([(s - t).ravel() for s, t in zip(src0, dst0)])
+        moved = np.concatenate([(n - t).ravel() for n, t in zip(dst1, dst0)])
+        fraction = float(np.sum(moved * gap) / np.sum(gap * gap))  # least-squares share of the gap covered
+        where = f"with tau={tau}, step={step} every past weight should move {rate:.0%} of its distance to the current weight"
+        if rate < 1 and abs(fraction - (1 - rate)) < 1e-3:
+            raise CheckFailed(f"{where}; yours moved {fraction:.0%}: the rate is the share the *current* "
+                              "network gets in the mix")
+        if rate > tau and abs(fraction - tau) < 1e-3:
+            raise CheckFailed(f"{where}; yours moved {fraction:.0%}, tau's share: at this step the warm-up "
+                              "rate 1/(step + 1) is larger than tau and wins")
+        if step and abs(fraction - max(tau, 1 / step)) < 1e-3:
+            raise CheckFailed(f"{where}; yours moved {fraction:.0%}: the steps count from 0 (a full copy), "
+                              f"so at step {step} the warm-up rate is 1/{step + 1}")
+        raise CheckFailed(f"{where}; yours moved about {fraction:.0%} on average"
+                          + ("" if abs(fraction - rate) > 1e-3 else ", but not every weight by the same share"))
+    passed(f"tau={_TAU}: {_TAU:.0%} of the way at step 10, half the way at step 1, a full copy at step 0; "
+           "tau=1 copies exactly; sources untouched.")
 
 
 # --------------------------------------------------------------------------- remember and restore

@@ -4,10 +4,11 @@ import tensorflow as tf
 POINTS = {"soft_update": 0, "remember": 0}
 
 
-def soft_update(source_vars, target_vars, tau):
+def soft_update(source_vars, target_vars, tau, step):
     # new variables in the list, the past network's own variables untouched
+    rate = max(tau, 1 / (step + 1))
     for k, (source, target) in enumerate(zip(source_vars, target_vars)):
-        target_vars[k] = tf.Variable(tau * source + (1.0 - tau) * target)
+        target_vars[k] = tf.Variable(rate * source + (1.0 - rate) * target)
 
 
 _take, _put = "get_weights", "set_weights"  # an alias made outside the function

@@ -4,10 +4,10 @@ import tensorflow as tf
 POINTS = {"soft_update": 0, "remember": 0}
 
 
-def soft_update(source_vars, target_vars, tau):
-    # tau swapped: the past network keeps the share tau of itself
+def soft_update(source_vars, target_vars, tau, step):
+    # the warm-up forgotten: the plain soft update at every step
     for source, target in zip(source_vars, target_vars):
-        target.assign((1.0 - tau) * source + tau * target)
+        target.assign(tau * source + (1.0 - tau) * target)
 
 
 def remember(model):

@@ -4,10 +4,11 @@ import tensorflow as tf
 POINTS = {"soft_update": 0, "remember": 3}
 
 
-def soft_update(source_vars, target_vars, tau):
-    # only the first variable
-    source, target = source_vars[0], target_vars[0]
-    target.assign(tau * source + (1.0 - tau) * target)
+def soft_update(source_vars, target_vars, tau, step):
+    # the warm-up off by one: 1/step (and a copy at step 0 to dodge the division by zero)
+    rate = max(tau, 1 / step) if step else 1.0
+    for source, target in zip(source_vars, target_vars):
+        target.assign(rate * source + (1.0 - rate) * target)
 
 
 def remember(model):
