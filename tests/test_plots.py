@@ -87,7 +87,7 @@ def test_accumulation_memory_labels_sizes_with_counts_and_draws_the_fixed_part()
     assert len(fig.axes) == 1
     assert [round(v, 6) for v in ax.lines[0].get_ydata()] == [1.0, 0.533333, 0.3]  # relative to the first
     assert ax.get_ylabel() == "peak memory (1 = 3 MiB)"
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["64 (×1)", "32 (×2)", "16 (×4)"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1 × 64", "2 × 32", "4 × 16"]
     floor = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert len(floor) == 1 and [round(v, 6) for v in floor[0].get_ydata()] == [0.166667, 0.166667]
     assert len(ax.lines) == 2  # the peaks and the floor, nothing else
@@ -141,11 +141,16 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     outlines = [p for p in ax.patches if p.get_facecolor()[3] == 0 and p.get_linewidth() > 2]
     assert len(outlines) == 11  # one per update
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["update = one of fit's batches",
-                                                                   "an update fit never makes"]
+                                                                   "an update fit never makes",
+                                                                   "weighted above its size (1/4 for 4 of 28)"]
     # the legend's keys look like the updates they name: a light fill inside a thick outline of the colour
     keys = ax.get_legend().get_patches()
-    assert [matplotlib.colors.to_hex(k.get_edgecolor()) for k in keys] == [blue, vermillion]
-    assert all(k.get_linewidth() > 2 and k.get_facecolor()[3] < 0.5 for k in keys)
+    assert [matplotlib.colors.to_hex(k.get_edgecolor()) for k in keys[:2]] == [blue, vermillion]
+    assert all(k.get_linewidth() > 2 and k.get_facecolor()[3] < 0.5 for k in keys[:2])
+    # the trap at a glance: Keras' two micro-batches of 4, weighted 1/4 each (their share: 4/28), filled solid
+    solid = [p for p in ax.patches if p.get_facecolor()[3] > 0.5 and p.get_width() < 10]
+    assert sorted((p.get_x(), p.get_width()) for p in solid) == [(40, 4), (84, 4)]
+    assert {matplotlib.colors.to_hex(p.get_facecolor()) for p in solid} == {vermillion}
     assert ax.get_yticklabels()[0].get_text() == "fit(batch_size=32)\nbatches of 32 + 12 per epoch"
     epoch_lines = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert len(epoch_lines) == 1 and list(epoch_lines[0].get_xdata()) == [44, 44]
@@ -166,6 +171,8 @@ def test_accumulation_windows_marks_equal_weights_of_unequal_micro_batches_as_no
     triangles = [line for line in fig.axes[0].lines if line.get_marker() == "v"]
     colours = [matplotlib.colors.to_hex(t.get_color()) for t in sorted(triangles, key=lambda t: -t.get_ydata()[0])]
     assert colours == ["#0072b2", "#0072b2", "#d55e00"]  # fit, ours, Keras (1/3 each where fit gives 5/12 ...)
+    solid = [p for p in fig.axes[0].patches if p.get_facecolor()[3] > 0.5]
+    assert [(p.get_x(), p.get_width()) for p in solid] == [(10, 2)]  # only the 2 examples weighted like 5
 
 
 def test_accumulation_windows_hatches_what_keras_leaves_waiting():

@@ -139,14 +139,14 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
                         fixed_mib: float, fixed_label: str, seconds: list[float] | None = None) -> Any:
     """Notebook 02's cost figure: the peak memory of one ``effective``-example gradient computed in
     ``k`` micro-batches, for each ``k`` in ``splits``, relative to the first split's (its MiB in the axis
-    label), each point labelled with its ratio; a tick reads "size (×k)". A dashed line marks the floor
+    label), each point labelled with its ratio; a tick reads "k × size". A dashed line marks the floor
     that does not shrink (``fixed_mib``, relative too), labelled ``fixed_label`` (say what it holds).
     With ``seconds`` (the time of one update in each split), a second panel shows the time per example
     relative to the first split's. Ratios, because the absolute sizes and times are one machine's.
 
     >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="weights")
     >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    ['4 (×1)', '2 (×2)']
+    ['1 × 4', '2 × 2']
     >>> len(accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="w",
     ...                         seconds=[1.0, 1.2]).axes)
     2
@@ -162,7 +162,7 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
         raise ValueError(f"seconds must hold one positive time per split ({len(splits)}), got {seconds}")
     fig, axes = new_figure(1 if seconds is None else 2, width=6.5 if seconds is None else 11, height=3.8)
     ax = axes if seconds is None else axes[0]
-    ticks = [f"{effective // k} (×{k})" for k in splits]
+    ticks = [f"{k} × {effective // k}" for k in splits]
     relative = [mib / peak_mib[0] for mib in peak_mib]
     ax.plot(splits, relative, "o-", label="peak memory of one gradient")
     ax.axhline(fixed_mib / peak_mib[0], color="grey", ls="--", lw=1.5, label=fixed_label)
@@ -171,7 +171,7 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     ax.set_xscale("log", base=2)
     ax.set_xticks(splits, ticks)
     ax.minorticks_off()
-    ax.set_xlabel(f"micro-batch size (× number of micro-batches), {effective} examples")
+    ax.set_xlabel(f"micro-batches × examples in each ({effective} in all)")
     ax.set_ylabel(f"peak memory (1 = {peak_mib[0]:.3g} MiB)")
     ax.set_ylim(0, 1.15)
     ax.set_title("memory: smaller micro-batches, down to a floor")
@@ -182,7 +182,7 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
         for bar, ratio in zip(bars, relative_time):
             axes[1].annotate(f"{ratio:.2f}x", (bar.get_x() + bar.get_width() / 2, ratio),
                              textcoords="offset points", xytext=(0, 3), ha="center")
-        axes[1].set_xlabel("micro-batch size (× number of micro-batches)")
+        axes[1].set_xlabel(f"micro-batches × examples in each ({effective} in all)")
         axes[1].set_ylabel(f"time per example (1 = {seconds[0] / effective * 1e6:.3g} µs)")
         axes[1].set_ylim(0, max(relative_time) * 1.15)  # room for the top label
         axes[1].set_title(f"time per example (one update of {effective})")
@@ -221,7 +221,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     micro-batch weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). An
     outline groups the micro-batches of one update, a triangle marks where it is applied, a dashed line
     each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
-    (vermillion), in every row alike.
+    (vermillion), in every row alike; a micro-batch weighted above its share of its update's examples
+    (the trap: 1/4 for 4 of 28) is filled solid vermillion.
 
     >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
     >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
@@ -258,6 +259,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     total = epochs * sum(sizes)
     fig, ax = new_figure(width=10, height=4.2)
     ax.grid(False)
+    over = ""  # the first micro-batch weighted above its share, named in the legend
     for row, (label, windows, rule) in enumerate(rows):
         y, start = -row, 0
         for window in windows:
@@ -265,11 +267,14 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             color = _SAME_AS_FIT if weights_right and (start, sum(window)) in fit_batches else _NOT_FIT
             first = start
             for size in window:
-                ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=color, alpha=0.3,
-                                           edgecolor="grey", linewidth=0.6))
+                heavy = rule == "equal" and Fraction(1, len(window)) > Fraction(size, sum(window))
+                over = over or (f"{Fraction(1, len(window))} for {size} of {sum(window)}" if heavy else "")
+                ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=_NOT_FIT if heavy else color,
+                                           alpha=0.85 if heavy else 0.3, edgecolor="grey", linewidth=0.6))
                 share = {"batch": f"{size}", "size": f"{size}/{sum(window)}",
                          "equal": f"{Fraction(1, len(window))}"}[rule]
-                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=8)
+                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=8,
+                        color="white" if heavy else "black", fontweight="bold" if heavy else "normal")
                 start += size
             inset = total * 0.003  # a gap between the outlines of two updates
             ax.add_patch(plt.Rectangle((first + inset, y - 0.37), start - first - 2 * inset, 0.74,
@@ -290,10 +295,13 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_xlabel("examples read (a box is as wide as its micro-batch)")
     ax.set_title("A box: one micro-batch's gradient (one tape) × the weight written in it.\n"
                  "An outline: one update, the sum of its boxes, applied once at ▼")
-    ax.legend(handles=[Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
-                       for color, label in [(_SAME_AS_FIT, "update = one of fit's batches"),
-                                            (_NOT_FIT, "an update fit never makes")]],
-              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=9)
+    keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
+            for color, label in [(_SAME_AS_FIT, "update = one of fit's batches"),
+                                 (_NOT_FIT, "an update fit never makes")]]
+    if over:
+        keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
+                          label=f"weighted above its size ({over})"))
+    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=len(keys), fontsize=9)
     ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
     return fig
