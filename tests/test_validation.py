@@ -873,12 +873,12 @@ def test_the_notebooks_callback_validates_inside_fit_and_leaves_its_loss_alone()
     loop_losses, loop_curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 12, 3)
     true_loss = _fit([])["loss"][0]
     assert true_loss == pytest.approx(np.mean(loop_losses), rel=1e-5)  # fit trains as the loop does
-    ours = ValidateEvery(val_ds(), 3)
+    ours = ValidateEvery(val_ds(), 3, MSE)
     assert _fit([ours])["loss"][0] == pytest.approx(true_loss, rel=1e-6)  # fit's numbers untouched
     assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]  # step 0 included
     np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in loop_curve], rtol=1e-5)
 
-    across = ValidateEvery(val_ds(), 3)
+    across = ValidateEvery(val_ds(), 3, MSE)
     _fit([across], steps_per_epoch=4, epochs=3)
     assert [step for step, _ in across.curve] == [0, 3, 6, 9, 12]  # steps counted across epochs, not per epoch
 
@@ -890,7 +890,7 @@ def test_the_notebooks_callback_pass_is_a_mean_over_examples_with_the_compiled_l
     x, y = V.collect(val_ds())
     exact = np.mean((model(x).numpy().astype(np.float64) - y) ** 2)
     for size in (BATCH, 20, 50):  # 54 examples: last batches of 6, 14, 4
-        callback = ValidateEvery(V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED), 1)
+        callback = ValidateEvery(V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED), 1, MSE)
         callback.set_model(model)
         assert callback.validation_loss() == pytest.approx(exact, rel=1e-5)
 
@@ -902,7 +902,7 @@ def test_the_notebooks_callback_puts_val_loss_in_logs_and_restores_the_best_weig
         on_train_batch_end=lambda batch, logs: seen.append((batch, logs.get("val_loss"))))
     model = make_model()
     model.compile(optimizer=keras.optimizers.Adam(0.1), loss=MSE)  # fast: the best pass is not the last
-    ours = ValidateEvery(val_ds(), 3)
+    ours = ValidateEvery(val_ds(), 3, MSE)
     _fit([ours, spy], model)
     assert [batch for batch, loss in seen if loss is not None] == [2, 5, 8, 11]  # after steps 3, 6, 9, 12
     assert [loss for _, loss in seen if loss is not None] == [loss for _, loss in ours.curve[1:]]
@@ -918,7 +918,7 @@ def test_the_notebooks_callback_keeps_the_last_weights_when_the_last_step_is_bes
     model, plain = make_model(), make_model()
     model.compile(optimizer=keras.optimizers.SGD(0.001), loss=MSE)  # slow and steady: every pass better
     plain.compile(optimizer=keras.optimizers.SGD(0.001), loss=MSE)
-    ours = ValidateEvery(val_ds(), 3)
+    ours = ValidateEvery(val_ds(), 3, MSE)
     _fit([ours], model)
     _fit([], plain)
     losses = [loss for _, loss in ours.curve]
@@ -926,15 +926,50 @@ def test_the_notebooks_callback_keeps_the_last_weights_when_the_last_step_is_bes
     assert same(model.get_weights(), plain.get_weights())  # nothing to restore: the weights of the last step
 
 
+def test_the_notebooks_callback_takes_its_loss_so_a_string_loss_in_compile_works():
+    ValidateEvery = notebook_function("ValidateEvery")
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")  # model.loss is the string "mse"
+    ours = ValidateEvery(val_ds(), 3, MSE)
+    _fit([ours], model)
+    reference = ValidateEvery(val_ds(), 3, MSE)
+    _fit([reference])  # compiled with the loss object
+    assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in reference.curve], rtol=1e-6)
+
+
+def test_the_notebooks_callback_counts_regularisers_as_fits_val_loss_does():
+    ValidateEvery = notebook_function("ValidateEvery")
+    dense = {"kernel_regularizer": keras.regularizers.L2(0.1), "activity_regularizer": keras.regularizers.L1(0.05)}
+    model, keras_model = make_model(**dense), make_model(**dense)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    ours = ValidateEvery(val_ds(), 3, MSE)
+    _fit([ours], model)
+    fit = _fit([], keras_model, steps_per_epoch=3, epochs=4, validation_data=val_ds())
+    np.testing.assert_allclose([v for _, v in ours.curve[1:]], fit["val_loss"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("steps_per_execution", [2, 3])
+def test_the_notebooks_callback_refuses_steps_per_execution_before_training(steps_per_execution):
+    ValidateEvery = notebook_function("ValidateEvery")
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, steps_per_execution=steps_per_execution)
+    before = snapshot(model)
+    ours = ValidateEvery(val_ds(), 3, MSE)
+    with pytest.raises(ValueError, match=rf"steps_per_execution=1\), got {steps_per_execution}"):
+        _fit([ours], model)
+    assert ours.curve == [] and int(model.optimizer.iterations) == 0 and same(snapshot(model), before)
+
+
 def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_pass_does_not():
     ValidateEvery = notebook_function("ValidateEvery")
     EvaluateEvery = notebook_function("EvaluateEvery")  # the notebook's wrong version: Keras' own pass
     true_loss = _fit([])["loss"][0]
-    keras_way = EvaluateEvery(val_ds(), 3)
+    keras_way = EvaluateEvery(val_ds(), 3, MSE)
     broken = _fit([keras_way])["loss"][0]
     assert broken == pytest.approx(keras_way.curve[-1][1], rel=1e-6)  # the last validation loss
     assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
-    ours = ValidateEvery(val_ds(), 3)
+    ours = ValidateEvery(val_ds(), 3, MSE)
     assert _fit([ours])["loss"][0] == pytest.approx(true_loss, rel=1e-6)
     np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in keras_way.curve], rtol=1e-5)
 
