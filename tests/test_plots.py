@@ -257,7 +257,8 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
     legend = cycling.get_legend()  # red's meaning inside the panel that shows red
     assert legend is not None and once.get_legend() is None
-    assert [t.get_text() for t in legend.get_texts()] == ["a batch", "the next batch", "read twice in one pass"]
+    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...",
+                                                          "read twice in one pass"]
     assert plots.validation_passes(_PANELS[1:]).axes[0].get_legend() is not None  # no red: the first panel
 
 

@@ -519,7 +519,8 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
         ax.grid(False)
         for side in ("left", "bottom"):
             ax.spines[side].set_visible(False)
-    legend = [Patch(facecolor=fills[0], label="a batch"), Patch(facecolor=fills[1], label="the next batch"),
+    legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
+              Patch(facecolor=fills[1], label="batch 2, 4, ..."),
               Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read twice in one pass")]
     bottom_axes[any_red[0] if any_red else 0].legend(handles=legend, loc="lower center", ncol=3, fontsize=8.5,
                                                       handlelength=1.2, columnspacing=1.0, borderaxespad=0.1)
