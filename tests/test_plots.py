@@ -245,57 +245,52 @@ _PANELS = [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1],
            ("fresh", [[[0, 1], [2]], [[0, 1], [2]]])]
 
 
-def test_validation_passes_draws_the_run_and_one_grid_per_panel():
+def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     import matplotlib
 
-    losses = [4.0, 3.0, 2.5, 2.0, 1.8, 1.7, 1.6, 1.5]
-    fig = plots.validation_passes(losses, [(0, 5.0), (4, 2.2), (8, 1.9)], _PANELS, examples=10,
-                                  panels_title="the toy set")
-    assert len(fig.axes) == 4
-    top = fig.axes[0]
-    assert top.get_title() == "A full pass over all 10 validation examples at step 0 and every 4 steps"
-    train, val = top.lines[:2]
-    assert list(train.get_xdata()) == list(range(1, 9)) and list(train.get_ydata()) == losses  # raw, not smoothed
-    assert list(val.get_xdata()) == [0, 4, 8]  # step 0 drawn: before training
-    assert [t.get_text() for t in top.texts] == ["5.00", "2.20", "1.90"]  # each pass's value written by its dot
-    assert top.get_yscale() == "log" and top.yaxis.get_major_formatter()(0.1, 0) == "0.1"  # plain tick labels
-    assert "the toy set" in [t.get_text() for t in fig.subfigs[1].texts]
-    cycling, once, fresh = fig.axes[1:]
+    fig = plots.validation_passes(_PANELS, panels_title="the toy set")
+    assert len(fig.axes) == 3  # no reads: the grids only
+    assert "the toy set" in [t.get_text() for t in fig.texts]
+    cycling, once, fresh = fig.axes
     assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 2.5)]  # each panel as wide as its longest pass
+    assert not cycling.get_xticks().size and not once.get_xticks().size  # no x axis: the cells carry the ids
     assert len(cycling.patches) == 8 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read
-    assert [t.get_text() for t in once.texts].count("empty") == 2
+    assert [t.get_text() for t in once.texts].count("empty: nothing left to read") == 2
     red = matplotlib.colors.to_rgba(plots.COLORS[1])
     twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
     assert twice == [(3 - 0.5, 0 - 0.5), (3 - 0.5, 1 - 0.5)]  # id 0 again in pass 1, id 1 again in pass 2
     assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
+    legend = cycling.get_legend()  # red's meaning inside the panel that shows red
+    assert legend is not None and once.get_legend() is None
+    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...",
+                                                          "read twice in one pass"]
+    assert plots.validation_passes(_PANELS[1:]).axes[0].get_legend() is not None  # no red: the first panel
 
 
 def test_validation_passes_draws_which_training_batch_each_step_reads():
-    fig = plots.validation_passes([3.0, 2.0, 1.5, 1.0], [(0, 3.5), (2, 1.8), (4, 1.1)], _PANELS[:1],
-                                  reads=[("kept", [1, 2, 3, 4]), ("restarted", [1, 2, 1, 2])])
-    assert len(fig.axes) == 3
-    right = fig.axes[1]
-    kept, restarted = right.lines[:2]
+    fig = plots.validation_passes(_PANELS[:1], reads=[("kept", [1, 2, 3, 4]), ("restarted", [1, 2, 1, 2])],
+                                  eval_steps=[0, 2, 4], reads_title="training")
+    assert len(fig.axes) == 2
+    top = fig.axes[0]
+    assert top.get_title() == "training"
+    kept, restarted = top.lines[:2]
+    assert list(kept.get_xdata()) == [1, 2, 3, 4]  # steps from 1
     assert list(kept.get_ydata()) == [1, 2, 3, 4] and list(restarted.get_ydata()) == [1, 2, 1, 2]
     assert kept.get_linestyle() == "-" and restarted.get_linestyle() == "--"
-    assert [line.get_xdata()[0] for line in right.lines[2:]] == [0, 2, 4]  # a dotted line at each evaluation
+    assert [line.get_xdata()[0] for line in top.lines[2:]] == [0, 2, 4]  # a dotted line at each evaluation
 
 
-def test_validation_passes_titles_and_bad_input():
+def test_validation_passes_bad_input():
     import pytest
 
-    fig = plots.validation_passes([3.0, 2.0, 1.0], [(1, 1.5), (3, 1.2)], _PANELS[:1])
-    assert fig.axes[0].get_title() == "A full pass over the validation set every 2 steps"  # no step 0: not claimed
-    with pytest.raises(ValueError, match="train_loss"):
-        plots.validation_passes([], [], _PANELS[:1])
     with pytest.raises(ValueError, match="panels"):
-        plots.validation_passes([1.0], [], [])
+        plots.validation_passes([])
     with pytest.raises(ValueError, match="at least one pass"):
-        plots.validation_passes([1.0], [], [("nothing", [[], []])])
-    with pytest.raises(ValueError, match=r"reads\['short'\] has 1 steps, train_loss 2"):
-        plots.validation_passes([1.0, 0.5], [], _PANELS[:1], reads=[("short", [1])])
+        plots.validation_passes([("nothing", [[], []])])
+    with pytest.raises(ValueError, match=r"reads lines differ in length: \[\('long', 2\), \('short', 1\)\]"):
+        plots.validation_passes(_PANELS[:1], reads=[("long", [1, 2]), ("short", [1])])
 
 
 # --------------------------------------------------------------------------- 05 network snapshots

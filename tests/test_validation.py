@@ -868,35 +868,128 @@ def _fit(callbacks, model=None, **fit_args):
 
 
 def test_the_notebooks_callback_validates_inside_fit_and_leaves_its_loss_alone():
-    ValidateEvery, validation_loss = notebook_function("ValidateEvery"), notebook_function("validation_loss")
-    train_and_validate = notebook_function("train_and_validate")
+    ValidateEvery, train_and_validate = notebook_function("ValidateEvery"), notebook_function("train_and_validate")
     train_step, val_sums = notebook_steps(make_model())
     loop_losses, loop_curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 12, 3)
     true_loss = _fit([])["loss"][0]
     assert true_loss == pytest.approx(np.mean(loop_losses), rel=1e-5)  # fit trains as the loop does
-    model = make_model()
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
-    _, fit_val_sums = notebook_steps(model)
-    ours = ValidateEvery(3, lambda: validation_loss(val_ds(), fit_val_sums))
-    assert _fit([ours], model)["loss"][0] == pytest.approx(true_loss, rel=1e-6)  # fit's numbers untouched
+    ours = ValidateEvery(val_ds(), 3, MSE)
+    assert _fit([ours])["loss"][0] == pytest.approx(true_loss, rel=1e-6)  # fit's numbers untouched
     assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]  # step 0 included
     np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in loop_curve], rtol=1e-5)
 
-    across = ValidateEvery(3, lambda: V.evaluate(across.model, val_ds(), MSE)["loss"])
+    across = ValidateEvery(val_ds(), 3, MSE)
     _fit([across], steps_per_epoch=4, epochs=3)
     assert [step for step, _ in across.curve] == [0, 3, 6, 9, 12]  # steps counted across epochs, not per epoch
 
 
-def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_evaluate_does_not():
+def test_the_notebooks_callback_pass_is_a_mean_over_examples_with_the_compiled_loss():
     ValidateEvery = notebook_function("ValidateEvery")
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    x, y = V.collect(val_ds())
+    exact = np.mean((model(x).numpy().astype(np.float64) - y) ** 2)
+    for size in (BATCH, 20, 50):  # 54 examples: last batches of 6, 14, 4
+        callback = ValidateEvery(V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED), 1, MSE)
+        callback.set_model(model)
+        assert callback.validation_loss() == pytest.approx(exact, rel=1e-5)
+
+
+def test_the_notebooks_callback_puts_val_loss_in_logs_and_restores_the_best_weights():
+    ValidateEvery = notebook_function("ValidateEvery")
+    seen = []
+    spy = keras.callbacks.LambdaCallback(  # listed after ValidateEvery: sees what it wrote into logs
+        on_train_batch_end=lambda batch, logs: seen.append((batch, logs.get("val_loss"))))
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.1), loss=MSE)  # fast: the best pass is not the last
+    ours = ValidateEvery(val_ds(), 3, MSE)
+    _fit([ours, spy], model)
+    assert [batch for batch, loss in seen if loss is not None] == [2, 5, 8, 11]  # after steps 3, 6, 9, 12
+    assert [loss for _, loss in seen if loss is not None] == [loss for _, loss in ours.curve[1:]]
+    step, best, weights = ours.best
+    assert best == min(loss for _, loss in ours.curve) and (step, best) in ours.curve
+    assert step != 12, "the best step must not be the last, or restoring could not be seen"
+    assert same(model.get_weights(), weights)  # the best step's weights, put back
+    assert ours.validation_loss() == pytest.approx(best, rel=1e-6)
+
+
+def test_the_notebooks_callback_keeps_the_last_weights_when_the_last_step_is_best():
+    ValidateEvery = notebook_function("ValidateEvery")
+    model, plain = make_model(), make_model()
+    model.compile(optimizer=keras.optimizers.SGD(0.001), loss=MSE)  # slow and steady: every pass better
+    plain.compile(optimizer=keras.optimizers.SGD(0.001), loss=MSE)
+    ours = ValidateEvery(val_ds(), 3, MSE)
+    _fit([ours], model)
+    _fit([], plain)
+    losses = [loss for _, loss in ours.curve]
+    assert losses == sorted(losses, reverse=True) and ours.best[0] == 12
+    assert same(model.get_weights(), plain.get_weights())  # nothing to restore: the weights of the last step
+
+
+def test_the_notebooks_callback_takes_its_loss_so_a_string_loss_in_compile_works():
+    ValidateEvery = notebook_function("ValidateEvery")
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")  # model.loss is the string "mse"
+    ours = ValidateEvery(val_ds(), 3, MSE)
+    _fit([ours], model)
+    reference = ValidateEvery(val_ds(), 3, MSE)
+    _fit([reference])  # compiled with the loss object
+    assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in reference.curve], rtol=1e-6)
+
+
+def test_the_notebooks_callback_counts_regularisers_as_fits_val_loss_does():
+    ValidateEvery = notebook_function("ValidateEvery")
+    dense = {"kernel_regularizer": keras.regularizers.L2(0.1), "activity_regularizer": keras.regularizers.L1(0.05)}
+    model, keras_model = make_model(**dense), make_model(**dense)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+    ours = ValidateEvery(val_ds(), 3, MSE)
+    _fit([ours], model)
+    fit = _fit([], keras_model, steps_per_epoch=3, epochs=4, validation_data=val_ds())
+    np.testing.assert_allclose([v for _, v in ours.curve[1:]], fit["val_loss"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("steps_per_execution", [2, 3])
+def test_the_notebooks_callback_refuses_steps_per_execution_before_training(steps_per_execution):
+    ValidateEvery = notebook_function("ValidateEvery")
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, steps_per_execution=steps_per_execution)
+    before = snapshot(model)
+    ours = ValidateEvery(val_ds(), 3, MSE)
+    with pytest.raises(ValueError, match=rf"steps_per_execution=1\), got {steps_per_execution}"):
+        _fit([ours], model)
+    assert ours.curve == [] and int(model.optimizer.iterations) == 0 and same(snapshot(model), before)
+
+
+def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_pass_does_not():
+    ValidateEvery = notebook_function("ValidateEvery")
+    EvaluateEvery = notebook_function("EvaluateEvery")  # the notebook's wrong version: Keras' own pass
     true_loss = _fit([])["loss"][0]
-    keras_way = ValidateEvery(3, lambda: keras_way.model.evaluate(val_ds(), verbose=0))
+    keras_way = EvaluateEvery(val_ds(), 3, MSE)
     broken = _fit([keras_way])["loss"][0]
     assert broken == pytest.approx(keras_way.curve[-1][1], rel=1e-6)  # the last validation loss
     assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
-    ours = ValidateEvery(3, lambda: V.evaluate(ours.model, val_ds(), MSE)["loss"])
+    ours = ValidateEvery(val_ds(), 3, MSE)
     assert _fit([ours])["loss"][0] == pytest.approx(true_loss, rel=1e-6)
     np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in keras_way.curve], rtol=1e-5)
+
+
+def test_the_notebooks_train_step_is_traced_twice_without_optimizer_build():
+    model, optimizer = make_model(), keras.optimizers.Adam(0.01)
+    train_step, _ = notebook_steps(make_model())  # optimizer.build first
+    for x, y in train_ds().take(3):
+        train_step(x, y)
+
+    @tf.function(input_signature=train_ds().element_spec)  # the same step, Adam's variables made in the trace
+    def unbuilt_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = MSE(y, model(x, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return loss
+
+    for x, y in train_ds().take(3):
+        unbuilt_step(x, y)
+    assert train_step.experimental_get_tracing_count() == 1 and unbuilt_step.experimental_get_tracing_count() == 2
 
 
 def test_keras_fit_trains_the_same_with_and_without_validation_data():

@@ -444,118 +444,96 @@ def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smoo
     return ax.figure
 
 
-def validation_passes(train_loss: Any, val_curve: list[tuple[int, float]],
-                      panels: list[tuple[str, list[list[list[int]]]]], *, examples: int | None = None,
-                      panels_title: str | None = None, reads: list[tuple[str, list[int]]] | None = None) -> Any:
-    """Notebook 04's picture.
+def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
+                      reads: list[tuple[str, list[int]]] | None = None, eval_steps: list[int] | None = None,
+                      reads_title: str | None = None, panels_title: str | None = None) -> Any:
+    """Notebook 04's picture, on ids only (no model): what each loop reads.
 
-    Top left: ``train_loss`` (one loss per training step, steps counting from 1) as a thin line, the
-    validation loss of each full pass (``val_curve``: ``(step, loss)`` pairs, step 0 = before
-    training) as red dots labelled with their value, a dotted line at every evaluation; a log loss
-    axis with plain tick labels, so that the late, small losses stay apart. ``examples``: the size of
-    a pass, for the title.
-    Top right, when ``reads`` is given (``(label, batch number read at each step)`` pairs, steps from
-    1): which training batch each step read, one line per pair (the first solid, the others dashed),
-    with the same dotted lines at the evaluations.
+    Top, when ``reads`` is given (``(label, batch number read at each step)`` pairs, steps from 1):
+    which training batch each step trains on, one line per pair (the first solid, the others
+    dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
     each pass read, in order, one cell per example, its batch shown by alternating fills; an id read
     a second time in the same pass is filled red; "empty" marks a pass that read nothing. Each panel
-    is as wide as its longest pass. ``panels_title`` heads the bottom row.
+    is as wide as its longest pass, with no x axis (the cells carry the ids); the first panel with a
+    red cell (else the first panel) holds the legend of the fills, in a spare row under the passes.
+    ``panels_title`` heads the bottom row.
 
-    >>> fig = validation_passes([2.0, 1.0, 0.8, 0.7], [(0, 2.5), (2, 1.5), (4, 0.9)],
-    ...                         [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
-    ...                         examples=3, reads=[("kept", [1, 2, 3, 4]), ("restarted", [1, 2, 1, 2])])
-    >>> len(fig.axes), fig.axes[0].get_title()
-    (4, 'A full pass over all 3 validation examples at step 0 and every 2 steps')
+    >>> fig = validation_passes([("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
+    ...                         reads=[("kept", [1, 2, 3, 4]), ("restarted", [1, 2, 1, 2])], eval_steps=[0, 2, 4])
+    >>> len(fig.axes), fig.axes[0].get_ylabel()
+    (3, 'training batch number')
 
-    Raises ValueError for an empty ``train_loss`` or ``panels``, a panel with no id at all, or a
-    ``reads`` line of another length than ``train_loss``.
+    Raises ValueError for empty ``panels``, a panel with no id at all, or ``reads`` lines of
+    different lengths.
     """
     apply_style()
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.patches import Patch
 
-    train = np.asarray(train_loss, dtype=float)
-    if train.ndim != 1 or not len(train):
-        raise ValueError(f"train_loss must be one loss per training step, got shape {train.shape}")
     if not panels:
         raise ValueError("panels is empty: give at least one (title, passes)")
-    for label, numbers in reads or []:
-        if len(numbers) != len(train):
-            raise ValueError(f"reads[{label!r}] has {len(numbers)} steps, train_loss {len(train)}")
+    if reads and len({len(numbers) for _, numbers in reads}) > 1:
+        raise ValueError(f"reads lines differ in length: {[(label, len(numbers)) for label, numbers in reads]}")
     flat = [[[i for batch in one for i in batch] for one in passes] for _, passes in panels]
     if any(not any(ids for ids in passes) for passes in flat):
         raise ValueError("every panel needs at least one pass that read an id")
-    steps = np.arange(1, len(train) + 1)
-    evaluated = [step for step, _ in val_curve]
 
-    fig = plt.figure(figsize=(11, 8.2))
-    upper, lower = fig.subfigures(2, 1, height_ratios=[1, 0.95])
-    upper.subplots_adjust(left=0.07, right=0.98, top=0.88, bottom=0.17, wspace=0.22)
-    top_axes = upper.subplots(1, 2 if reads else 1, squeeze=False)[0]
-    top = top_axes[0]
-    top.plot(steps, train, color=COLORS[0], lw=1.2, label="training loss (one batch per step)")
-    if val_curve:
-        losses = [loss for _, loss in val_curve]
-        top.plot(evaluated, losses, "o-", color=COLORS[1], ms=6, label="validation loss (one full pass)")
-        for step, loss in val_curve:
-            top.annotate(f"{loss:.2f}", (step, loss), textcoords="offset points", xytext=(9, 6), fontsize=8,
-                         color=COLORS[1], bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"})
-    top.set_yscale("log")
-    top.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    top.set(xlabel="training step", ylabel="loss (MSE, log scale)")
-    top.legend(loc="upper right", fontsize=9)
-    pass_size = f"all {examples} validation examples" if examples is not None else "the validation set"
-    start = " at step 0 and" if val_curve and val_curve[0][0] == 0 else ""
-    every = f"{start} every {val_curve[-1][0] - val_curve[-2][0]} steps" if len(val_curve) > 1 else ""
-    top.set_title(f"A full pass over {pass_size}{every}", fontsize=11)
-    axes_with_steps = [top]
+    fig = plt.figure(figsize=(11, 6.6 if reads else 3.6))
+    upper, lower = fig.subfigures(2, 1, height_ratios=[0.75, 1]) if reads else (None, fig)
     if reads:
-        right = top_axes[1]
+        upper.subplots_adjust(left=0.07, right=0.98, top=0.86, bottom=0.2)
+        top = upper.subplots()
+        steps = np.arange(1, len(reads[0][1]) + 1)
         for number, (label, read) in enumerate(reads):
-            right.plot(steps, read, color=COLORS[number % len(COLORS)], lw=1.8 if number == 0 else 1.4,
-                       ls="-" if number == 0 else "--", label=label)
-        right.set(xlabel="training step", ylabel="batch number in the training stream")
-        right.set_ylim(bottom=0)
-        right.legend(loc="upper left", fontsize=9)
-        right.set_title("Which training batch each step trains on", fontsize=11)
-        axes_with_steps.append(right)
-    for ax in axes_with_steps:
-        for step in evaluated:
-            ax.axvline(step, color="0.6", lw=0.6, ls=":", zorder=0)
+            top.plot(steps, read, color=COLORS[number % len(COLORS)], lw=1.8 if number == 0 else 1.4,
+                     ls="-" if number == 0 else "--", label=label)
+        for step in eval_steps or []:
+            top.axvline(step, color="0.6", lw=0.8, ls=":", zorder=0)
+        top.set(xlabel="training step", ylabel="training batch number")
+        top.set_ylim(bottom=0)
+        top.legend(loc="upper left", fontsize=9)
+        if reads_title:
+            top.set_title(reads_title, fontsize=11)
 
     widths = [max(1, max(len(ids) for ids in passes)) for passes in flat]
-    lower.subplots_adjust(left=0.07, right=0.98, top=0.74, bottom=0.2, wspace=0.08)
+    lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.03, wspace=0.08)
     bottom_axes = lower.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
-    fills = ("#c6dbef", "#fdd9b5")  # alternating: one fill per batch
+    fills, red_fill = ("#c6dbef", "#fdd9b5"), "#f4a6a6"  # alternating: one fill per batch
+    rows = max(len(passes) for _, passes in panels)
+    any_red = []
     for column, ((title, passes), ids_per_pass) in enumerate(zip(panels, flat)):
         ax = bottom_axes[column]
         for row, (one, ids) in enumerate(zip(passes, ids_per_pass)):
             if not ids:
-                ax.text((widths[column] - 1) / 2, row, "empty", ha="center", va="center", fontsize=9, color="0.4")
+                ax.text((widths[column] - 1) / 2, row, "empty: nothing left to read", ha="center", va="center",
+                        fontsize=9, color="0.4")
             col = 0
             for batch_number, batch in enumerate(one):
                 for value in batch:
                     twice = value in ids[:col]  # read a second time in this pass
+                    any_red += [column] if twice else []
                     ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
-                                               facecolor="#f4a6a6" if twice else fills[batch_number % 2],
+                                               facecolor=red_fill if twice else fills[batch_number % 2],
                                                edgecolor=COLORS[1] if twice else "white"))
                     ax.text(col, row, int(value), ha="center", va="center", fontsize=9)
                     col += 1
         ax.set_xlim(-0.5, widths[column] - 0.5)
-        ax.set_ylim(len(passes) - 0.5, -0.5)
+        ax.set_ylim(rows + 0.15, -0.5)  # a spare strip under the passes, for the legend
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("position in the pass")
         ax.set_yticks(range(len(passes)), [f"pass {p}" for p in range(1, len(passes) + 1)] if column == 0 else [])
-        ax.set_xticks(range(widths[column]))
+        ax.set_xticks([])
         ax.tick_params(length=0)
         ax.grid(False)
         for side in ("left", "bottom"):
             ax.spines[side].set_visible(False)
+    legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
+              Patch(facecolor=fills[1], label="batch 2, 4, ..."),
+              Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read twice in one pass")]
+    bottom_axes[any_red[0] if any_red else 0].legend(handles=legend, loc="lower center", ncol=3, fontsize=8.5,
+                                                      handlelength=1.2, columnspacing=1.0, borderaxespad=0.1)
     if panels_title:
         lower.suptitle(panels_title, fontsize=11, y=0.97)
-    lower.text(0.5, 0.02, "Each cell: the id of the example read; blue and orange: consecutive batches; "
-             "red: an example read a second time in the same pass", ha="center", fontsize=9)
     return fig
 
 
