@@ -17,6 +17,7 @@ def test_new_figure_gives_styled_axes():
 
 # --------------------------------------------------------------------------- 01 queue decoupling
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
@@ -46,23 +47,35 @@ def test_held_vs_leaky_draws_both_runs_alike_and_labels_each_leaky_batch():
     assert drawn(":") == [([1, 2], blue), ([1, 2], red)]  # a rejected trial, joined to the point it was tried from
     assert drawn("--") == []
     texts = {t.get_text(): t for t in ax.texts}
-    assert set(texts) == {"batch 1", "batch 2", "stops after 5 evaluations", "stops after 3 evaluations"}
+    assert set(texts) == {"batch 0", "batch 1", "batch 2", "stops after 5 evaluations", "stops after 3 evaluations"}
     # a label goes under its point when the held run's point at that evaluation is above it (430 > 258, 3.6 > 2.0)
-    assert texts["batch 1"].xyann[1] < 0 and texts["batch 2"].xyann[1] < 0
+    assert texts["batch 1"].xyann[1] < 0 and texts["batch 2"].xyann[1] < 0 and texts["batch 0"].xyann[1] > 0
+    assert all(texts[f"batch {k}"].get_fontsize() >= 9 for k in range(3))  # readable at notebook width
     low, high = ax.get_ylim()
-    assert low <= 0.1 and 430.0 <= high  # every point on the scale
+    assert 0.1 / 3 < low <= 0.1 and 430.0 <= high < 430.0 * 3  # every point on the scale, no empty decade
     assert ax.get_xlim()[1] == 5.5  # the x axis ends at the last evaluation
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(legend) == 4 and not any("\n" in t for t in legend) and legend[3].endswith("(the loss rose)")
+    assert len(legend) == 4 and not any("\n" in t for t in legend) and legend[3].endswith("(its loss was higher)")
 
 
 def test_held_vs_leaky_points_at_a_rise_between_accepted_points_of_the_leaky_run():
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4])
-    (rise,) = [t for t in fig.axes[0].texts if t.get_text().startswith("loss rose")]
-    assert "(batch 2 → batch 3)" in rise.get_text() and "'converged'" in rise.get_text()
+    (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
+    assert rise.get_text().startswith("from batch 2 to batch 3\n") and "rose 2.00 → 8.10" in rise.get_text()
     assert 3 < rise.xy[0] < 4 and 2.0 < rise.xy[1] < 8.1  # the arrow ends on the rising segment
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 1.5], [3, 4])  # no rise: no arrow
-    assert not [t for t in fig.axes[0].texts if t.get_text().startswith("loss rose")]
+    assert not [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
+
+
+def test_held_vs_leaky_says_when_the_rise_happened_at_the_same_weights():
+    points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5)]  # evaluation 4 is evaluation 3's point
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
+    (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
+    assert rise.get_text().startswith("batch 3 ran at the batch 2 weights\n(the line search ended with step 0)")
+    assert rise.xy == (4, 8.1)  # the arrow points at the point itself
+    points[3] = np.full(2, 0.6)  # a real step: the plain wording
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
+    assert [t for t in fig.axes[0].texts if t.get_text().startswith("from batch 2 to batch 3")]
 
 
 def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_it():
@@ -79,6 +92,7 @@ def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_
     (([1.0, 0.0], [2], [1.0], []), ValueError, "held must hold positive, finite"),
     (([1.0], [], [1.0, float("nan")], [2]), ValueError, "leaky must hold positive, finite"),
     (("abc", [], [1.0], []), TypeError, "held and held_accepted must be lists"),
+    (([1.0], [], [1.0, 0.5], [2], [np.zeros(2)]), ValueError, "leaky_points has 1 vectors for 2 losses"),
 ])
 def test_held_vs_leaky_bad_input(args, error, match):
     with pytest.raises(error, match=match):

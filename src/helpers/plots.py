@@ -53,20 +53,24 @@ def new_figure(ncols: int = 1, *, width: float = 8.0, height: float = 4.0) -> tu
 
 
 def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float],
-                  leaky_accepted: list[int]) -> Any:
+                  leaky_accepted: list[int], leaky_points: list[Any] | None = None) -> Any:
     """Notebook 01's picture: every loss two L-BFGS runs asked for, from the same start, on one log scale.
 
     ``held`` lists the loss of each evaluation of a run on one batch, taken once; ``leaky`` the same
     for a run whose objective takes a new batch at every evaluation (evaluation k on the k-th batch
     taken, batch 0 first). ``held_accepted`` and ``leaky_accepted`` are the evaluation numbers
     (1-based; 1 is the start) of the points SciPy accepted as iterates, e.g. ``len(losses)`` recorded
-    by its ``callback``. Both runs are drawn alike, the held one blue, the leaky one red: a solid line
-    through the start (hollow square) and the accepted points (dots); a trial step the line search
-    rejected is a cross, joined by a dotted line to the point it was tried from (the legend says "the
-    loss rose" only when every one did). The leaky run's points say which batch they were computed
-    on ("batch 3"); an arrow marks the last rise of its loss between two accepted points (the
-    reason SciPy stops with "converged"). The last point of each run says after how many
-    evaluations it stopped; the x axis ends at the last evaluation.
+    by its ``callback``. ``leaky_points`` (optional) are the leaky run's evaluated parameter vectors,
+    one per loss: when the last rise of its loss between accepted points happened at the same weights
+    (the line search ended with a step of 0), the arrow says so, since then only the batch changed.
+
+    Both runs are drawn alike, the held one blue, the leaky one red: a solid line through the start
+    (hollow square) and the accepted points (dots); a trial step the line search rejected is a cross,
+    joined by a dotted line to the point it was tried from (the legend says "its loss was higher" only
+    when every one was). The leaky run's points say which batch they were computed on ("batch 3"); an
+    arrow marks the last rise of its loss between two accepted points (the reason SciPy stops with
+    "converged"). The last point of each run says after how many evaluations it stopped; the axes end
+    at the last evaluation and just beyond the lowest and highest loss; the legend sits under the axes.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
     >>> fig.axes[0].get_yscale(), [t.get_text() for t in fig.axes[0].texts][-2:]
@@ -82,8 +86,10 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         if any(not 2 <= int(i) <= len(losses) for i in accepted) or list(accepted) != sorted(set(accepted)):
             raise ValueError(f"{name}_accepted = {list(accepted)} must be increasing evaluation numbers from 2 "
                              f"to {len(losses)} (evaluation 1 is the start)")
+    if leaky_points is not None and len(leaky_points) != len(leaky):
+        raise ValueError(f"leaky_points has {len(leaky_points)} vectors for {len(leaky)} losses: one per evaluation")
 
-    fig, ax = new_figure(width=8.5, height=4.6)
+    fig, ax = new_figure(width=8.5, height=4.8)
     values, seen = np.asarray(held, dtype=float), np.asarray(leaky, dtype=float)
     all_rose, paths = True, []
     for losses, accepted, color in ((values, held_accepted, COLORS[0]), (seen, leaky_accepted, COLORS[1])):
@@ -99,17 +105,21 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         paths.append(np.flatnonzero(on_path))
     ax.semilogy([1], values[:1], "s", color="black", ms=9, mfc="white", mew=1.5, zorder=3)
 
-    for k in range(1, len(seen)):  # evaluation k + 1 ran on batch k
-        below = k < len(values) and values[k] > seen[k]  # keep the label off the held run's point
-        ax.annotate(f"batch {k}", (k + 1, seen[k]), textcoords="offset points", xytext=(0, -13 if below else 7),
-                    ha="center", fontsize=7.5, color=COLORS[1])
+    for k in range(len(seen)):  # evaluation k + 1 ran on batch k
+        below = 0 < k < len(values) and values[k] > seen[k]  # keep the label off the held run's point
+        ax.annotate(f"batch {k}", (k + 1, seen[k]), textcoords="offset points", fontsize=9.5, color=COLORS[1],
+                    xytext=(0, -15 if below else 8), ha="center")
     rises = [(a, b) for a, b in zip(paths[1][:-1], paths[1][1:]) if seen[b] > seen[a]]
     if rises:
         a, b = rises[-1]
-        on_rise = (a + 0.85 * (b - a) + 1, float(seen[a] ** 0.15 * seen[b] ** 0.85))  # near the rise's end
-        ax.annotate(f"loss rose between accepted points (batch {a} → batch {b}):\nSciPy sees no progress and "
-                    "reports 'converged'", on_rise, xytext=(-15, 45), textcoords="offset points", fontsize=9,
-                    color=COLORS[1], arrowprops={"arrowstyle": "->", "color": COLORS[1]})
+        unmoved = leaky_points is not None and np.array_equal(np.asarray(leaky_points[a]), np.asarray(leaky_points[b]))
+        on_rise = ((b + 1, float(seen[b])) if unmoved  # the point itself, or near the rise's end
+                   else (a + 0.85 * (b - a) + 1, float(seen[a] ** 0.15 * seen[b] ** 0.85)))
+        why = (f"batch {b} ran at the batch {a} weights\n(the line search ended with step 0):\n"
+               if unmoved else f"from batch {a} to batch {b}\n")
+        ax.annotate(f"{why}the loss rose {seen[a]:.2f} → {seen[b]:.2f}, SciPy sees\nno decrease and reports "
+                    "'converged'", on_rise, xytext=(25, 25), textcoords="offset points", fontsize=9, ha="left",
+                    va="bottom", color=COLORS[1], arrowprops={"arrowstyle": "->", "color": COLORS[1]})
     ax.annotate(f"stops after {len(values)} evaluations", (len(values), values[-1]), textcoords="offset points",
                 xytext=(0, -15), ha="right", fontsize=9, color=COLORS[0], fontweight="bold")
     ax.annotate(f"stops after {len(seen)} evaluations", (len(seen), seen[-1]), textcoords="offset points",
@@ -119,12 +129,13 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         ax.plot([], [], "s", color="black", mfc="white", label="start: the same weights, batch 0")[0],
         ax.plot([], [], "-o", color=COLORS[0], lw=2, label="batch held (one next): accepted points")[0],
         ax.plot([], [], "-o", color=COLORS[1], lw=2, label="next() inside the loss: a new batch per evaluation")[0],
-        ax.plot([], [], ":x", color="black", label="trial step rejected" + (" (the loss rose)" if all_rose else ""))[0],
+        ax.plot([], [], ":x", color="black",
+                label="trial step rejected" + (" (its loss was higher)" if all_rose else ""))[0],
     ]
-    ax.legend(handles=handles, loc="upper right", fontsize=9)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
     ax.set_xlim(0.5, max(len(values), len(seen)) + 0.5)
-    ax.set_ylim(min(values.min(), seen.min()) / 4, max(values.max(), seen.max()) * 40)  # room for the legend
-    ax.set_xlabel("evaluation of the loss (one call of fun)")
+    ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 2.5)  # just the data
+    ax.set_xlabel("evaluation of the loss (one call of fun); each dot is an accepted point, one L-BFGS iteration")
     ax.set_ylabel("loss on the batch evaluated (log)")
     ax.set_title("Same start, same L-BFGS: the batch held vs a new batch per evaluation")
     fig.tight_layout()
