@@ -539,6 +539,13 @@ def _notebook_bridge():
 SIGNATURE = [tf.RaggedTensorSpec([None, None, 8], tf.float64, ragged_rank=1), tf.TensorSpec([None], tf.float64)]
 
 
+def _traces(fun):
+    """How often the bridge's compiled function was traced (the notebook's ``traces``: read from the closure)."""
+    import inspect
+
+    return inspect.getclosurevars(fun).nonlocals["loss_and_grads"].experimental_get_tracing_count()
+
+
 def test_the_notebooks_bridge_and_minimize_on_batch_take_the_same_steps(dataset):
     from scipy.optimize import minimize
 
@@ -552,7 +559,34 @@ def test_the_notebooks_bridge_and_minimize_on_batch_take_the_same_steps(dataset)
         theta = ours.x
         assert ours.nfev == theirs.objective.evaluations and np.array_equal(ours.x, theirs.x)
     fun(theta, x, y)
-    assert _same(_weights(inline), _weights(helper)) and fun.traces() == 1
+    assert _same(_weights(inline), _weights(helper)) and _traces(fun) == 1
+
+
+def test_dense_flat_atoms_retrace_per_atom_total_where_the_ragged_bridge_traces_once():
+    """The notebook's Cost section until round 5: the bridge's loss over dense, flat atom arrays (one row
+    per atom and a molecule id per row) retraces for every new atom total, ``reduce_retracing=True``
+    fewer times, the ragged bridge with the data's ``element_spec`` once."""
+    data = M.molecule_dataset(60, batch_size=8, seed=0)
+    model = _model(next(iter(data)))
+
+    def flat_loss_and_grads(atoms, molecule_ids, num_molecules, y):
+        x = tf.RaggedTensor.from_value_rowids(atoms, molecule_ids, num_molecules)  # rebuild the ragged batch
+        with tf.GradientTape() as tape:
+            loss = LOSS(y, model(x, training=False))
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    plain = tf.function(flat_loss_and_grads)
+    relaxing = tf.function(flat_loss_and_grads, reduce_retracing=True)
+    fun = _notebook_bridge()(model, LOSS, data.element_spec)
+    theta = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    for x, y in data:
+        plain(x.flat_values, x.value_rowids(), x.nrows(), y)
+        relaxing(x.flat_values, x.value_rowids(), x.nrows(), y)
+        fun(theta, x, y)
+    totals = {int(x.flat_values.shape[0]) for x, _ in data}
+    assert plain.experimental_get_tracing_count() == len(totals) == 7
+    assert 1 < relaxing.experimental_get_tracing_count() < len(totals)
+    assert _traces(fun) == 1
 
 
 def test_the_notebooks_gradient_check_would_catch_a_bridge_that_flattens_in_another_order(dataset):
@@ -589,7 +623,7 @@ def test_the_notebooks_bridge_runs_a_dense_float32_model_and_hands_scipy_float64
     result = minimize(fun, theta, args=(features[20:], targets[20:]), jac=True, method="L-BFGS-B",
                       options={"maxiter": 10})
     assert np.isfinite(result.fun) and result.fun < fun(theta, features[20:], targets[20:])[0]
-    assert fun.traces() == 1  # batches of 20 and 30 rows: one trace
+    assert _traces(fun) == 1  # batches of 20 and 30 rows: one trace
 
 
 def test_scipy_accepts_the_point_it_evaluated_last(dataset):

@@ -17,6 +17,7 @@ def test_new_figure_gives_styled_axes():
 
 # --------------------------------------------------------------------------- 01 queue decoupling
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
@@ -29,36 +30,57 @@ def _marks(ax):
     return marks
 
 
-def test_held_vs_leaky_draws_the_held_path_apart_from_rejected_trials_and_labels_each_leaky_batch():
+def test_held_vs_leaky_draws_both_runs_alike_and_labels_each_leaky_batch():
     # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 0), 258 rejected, 2.0 accepted
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
     (ax,) = fig.axes
     assert ax.get_yscale() == "log"
     marks = _marks(ax)
-    assert marks["s"] == [1] and marks["x"] == [2]  # the start, and the trial the held run rejected
-    solid = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
-    assert solid == [[1, 3, 4, 5]]  # the path joins only the start and the accepted points
-    dotted = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == ":" and len(line.get_xdata())]
-    assert dotted == [[1, 2]]  # the rejected trial is joined to the point it was tried from
-    dashed = [list(line.get_xdata()) for line in ax.lines if line.get_linestyle() == "--" and len(line.get_xdata())]
-    assert dashed == [[1, 2, 3]]  # the leaky run: every loss SciPy saw, in order
-    red = [line for line in ax.lines
-           if line.get_marker() == "o" and line.get_color() == plots.COLORS[1] and len(line.get_xdata())]
-    filled = [list(line.get_xdata()) for line in red if line.get_markerfacecolor() != "white"]
-    hollow = [list(line.get_xdata()) for line in red if line.get_markerfacecolor() == "white"]
-    assert filled == [[1, 3]] and hollow == [[2]]
+    assert marks["s"] == [1] and marks["x"] == [2, 2]  # the start; one marker style for every rejected trial
+
+    def drawn(style):
+        return [(list(line.get_xdata()), line.get_color()) for line in ax.lines
+                if line.get_linestyle() == style and len(line.get_xdata())]
+
+    blue, red = plots.COLORS[:2]
+    assert drawn("-") == [([1, 3, 4, 5], blue), ([1, 3], red)]  # each path joins only the start and accepted points
+    assert drawn(":") == [([1, 2], blue), ([1, 2], red)]  # a rejected trial, joined to the point it was tried from
+    assert drawn("--") == []
     texts = {t.get_text(): t for t in ax.texts}
-    assert set(texts) == {"0", "1", "2", "stops after 5 evaluations", "stops after 3 evaluations"}
+    assert set(texts) == {"batch 0", "batch 1", "batch 2", "stops after 5 evaluations", "stops after 3 evaluations"}
     # a label goes under its point when the held run's point at that evaluation is above it (430 > 258, 3.6 > 2.0)
-    assert texts["0"].xyann[1] > 0 and texts["1"].xyann[1] < 0 and texts["2"].xyann[1] < 0
+    assert texts["batch 1"].xyann[1] < 0 and texts["batch 2"].xyann[1] < 0 and texts["batch 0"].xyann[1] > 0
+    assert all(texts[f"batch {k}"].get_fontsize() >= 9 for k in range(3))  # readable at notebook width
     low, high = ax.get_ylim()
-    assert low <= 0.1 and 430.0 <= high  # every point on the scale
-    assert "(the loss rose)" in [t.get_text() for t in ax.get_legend().get_texts()][2]
+    assert 0.1 / 3 < low <= 0.1 and 430.0 <= high < 430.0 * 3  # every point on the scale, no empty decade
+    assert ax.get_xlim()[1] == 5.5  # the x axis ends at the last evaluation
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(legend) == 4 and not any("\n" in t for t in legend) and legend[3].endswith("(its loss was higher)")
+
+
+def test_held_vs_leaky_points_at_a_rise_between_accepted_points_of_the_leaky_run():
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4])
+    (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
+    assert rise.get_text().startswith("from batch 2 to batch 3\n") and "rose 2.00 → 8.10" in rise.get_text()
+    assert 3 < rise.xy[0] < 4 and 2.0 < rise.xy[1] < 8.1  # the arrow ends on the rising segment
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 1.5], [3, 4])  # no rise: no arrow
+    assert not [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
+
+
+def test_held_vs_leaky_says_when_the_rise_happened_at_the_same_weights():
+    points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5)]  # evaluation 4 is evaluation 3's point
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
+    (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
+    assert rise.get_text().startswith("batch 3 ran at the batch 2 weights\n(the line search ended with step 0)")
+    assert rise.xy == (4, 8.1)  # the arrow points at the point itself
+    points[3] = np.full(2, 0.6)  # a real step: the plain wording
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
+    assert [t for t in fig.axes[0].texts if t.get_text().startswith("from batch 2 to batch 3")]
 
 
 def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_it():
     fig = plots.held_vs_leaky([4.0, 3.0, 2.0], [3], [4.0], [])  # a trial rejected although its loss fell
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][2] == "trial step rejected"
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][3] == "trial step rejected"
 
 
 @pytest.mark.parametrize("args, error, match", [
@@ -70,6 +92,7 @@ def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_
     (([1.0, 0.0], [2], [1.0], []), ValueError, "held must hold positive, finite"),
     (([1.0], [], [1.0, float("nan")], [2]), ValueError, "leaky must hold positive, finite"),
     (("abc", [], [1.0], []), TypeError, "held and held_accepted must be lists"),
+    (([1.0], [], [1.0, 0.5], [2], [np.zeros(2)]), ValueError, "leaky_points has 1 vectors for 2 losses"),
 ])
 def test_held_vs_leaky_bad_input(args, error, match):
     with pytest.raises(error, match=match):

@@ -53,20 +53,24 @@ def new_figure(ncols: int = 1, *, width: float = 8.0, height: float = 4.0) -> tu
 
 
 def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float],
-                  leaky_accepted: list[int]) -> Any:
+                  leaky_accepted: list[int], leaky_points: list[Any] | None = None) -> Any:
     """Notebook 01's picture: every loss two L-BFGS runs asked for, from the same start, on one log scale.
 
     ``held`` lists the loss of each evaluation of a run on one batch, taken once; ``leaky`` the same
     for a run whose objective takes a new batch at every evaluation (evaluation k on the k-th batch
-    taken). ``held_accepted`` and ``leaky_accepted`` are the evaluation numbers (1-based; 1 is the
-    start) of the points SciPy accepted as iterates, e.g. ``len(losses)`` recorded by its
-    ``callback``. The held run's path is a solid line through the start (hollow square) and its
-    accepted points (dots); a point the line search rejected is a grey cross, joined by a dotted
-    line to the point it was tried from (the legend says "the loss rose" only when every one did).
-    The leaky run is a dashed red line through every loss SciPy saw, each point labelled with the
-    batch it was computed on (accepted points filled; the label sits on the side away from the held
-    run's point at the same evaluation). The last point of each run says after how many
-    evaluations it stopped.
+    taken, batch 0 first). ``held_accepted`` and ``leaky_accepted`` are the evaluation numbers
+    (1-based; 1 is the start) of the points SciPy accepted as iterates, e.g. ``len(losses)`` recorded
+    by its ``callback``. ``leaky_points`` (optional) are the leaky run's evaluated parameter vectors,
+    one per loss: when the last rise of its loss between accepted points happened at the same weights
+    (the line search ended with a step of 0), the arrow says so, since then only the batch changed.
+
+    Both runs are drawn alike, the held one blue, the leaky one red: a solid line through the start
+    (hollow square) and the accepted points (dots); a trial step the line search rejected is a cross,
+    joined by a dotted line to the point it was tried from (the legend says "its loss was higher" only
+    when every one was). The leaky run's points say which batch they were computed on ("batch 3"); an
+    arrow marks the last rise of its loss between two accepted points (the reason SciPy stops with
+    "converged"). The last point of each run says after how many evaluations it stopped; the axes end
+    at the last evaluation and just beyond the lowest and highest loss; the legend sits under the axes.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
     >>> fig.axes[0].get_yscale(), [t.get_text() for t in fig.axes[0].texts][-2:]
@@ -82,50 +86,56 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         if any(not 2 <= int(i) <= len(losses) for i in accepted) or list(accepted) != sorted(set(accepted)):
             raise ValueError(f"{name}_accepted = {list(accepted)} must be increasing evaluation numbers from 2 "
                              f"to {len(losses)} (evaluation 1 is the start)")
+    if leaky_points is not None and len(leaky_points) != len(leaky):
+        raise ValueError(f"leaky_points has {len(leaky_points)} vectors for {len(leaky)} losses: one per evaluation")
 
-    fig, ax = new_figure(width=8.5, height=4.6)
-    blue, red = COLORS[0], COLORS[1]
-    values = np.asarray(held, dtype=float)
-    steps = np.arange(1, len(values) + 1)
-    on_path = np.zeros(len(values), dtype=bool)
-    on_path[[0, *(int(i) - 1 for i in held_accepted)]] = True
-    all_rose = True
-    for i in np.flatnonzero(~on_path):
-        origin = np.flatnonzero(on_path[:i])[-1]  # the last path point before this trial
-        all_rose = all_rose and values[i] > values[origin]
-        ax.semilogy([steps[origin], steps[i]], [values[origin], values[i]], ":", color="grey", lw=1)
-        ax.semilogy([steps[i]], [values[i]], "x", color="grey", ms=8, mew=1.5)
-    ax.semilogy(steps[on_path], values[on_path], "-o", color=blue, lw=2, ms=5)
-    ax.semilogy(steps[:1], values[:1], "s", color="black", ms=9, mfc="white", mew=1.5, zorder=3)
+    fig, ax = new_figure(width=8.5, height=4.8)
+    values, seen = np.asarray(held, dtype=float), np.asarray(leaky, dtype=float)
+    all_rose, paths = True, []
+    for losses, accepted, color in ((values, held_accepted, COLORS[0]), (seen, leaky_accepted, COLORS[1])):
+        steps = np.arange(1, len(losses) + 1)
+        on_path = np.zeros(len(losses), dtype=bool)
+        on_path[[0, *(int(i) - 1 for i in accepted)]] = True
+        for i in np.flatnonzero(~on_path):
+            origin = np.flatnonzero(on_path[:i])[-1]  # the last path point before this trial
+            all_rose = all_rose and losses[i] > losses[origin]
+            ax.semilogy([steps[origin], steps[i]], [losses[origin], losses[i]], ":", color=color, lw=1)
+            ax.semilogy([steps[i]], [losses[i]], "x", color=color, ms=8, mew=1.8)
+        ax.semilogy(steps[on_path], losses[on_path], "-o", color=color, lw=2, ms=5)
+        paths.append(np.flatnonzero(on_path))
+    ax.semilogy([1], values[:1], "s", color="black", ms=9, mfc="white", mew=1.5, zorder=3)
 
-    seen = np.asarray(leaky, dtype=float)
-    taken = np.arange(1, len(seen) + 1)
-    filled = np.isin(taken, [1, *leaky_accepted])
-    ax.semilogy(taken, seen, "--", color=red, lw=1.5)
-    ax.semilogy(taken[filled], seen[filled], "o", color=red, ms=6)
-    ax.semilogy(taken[~filled], seen[~filled], "o", color=red, ms=6, mfc="white")
-    for k, (step, loss) in enumerate(zip(taken, seen)):
-        below = k < len(values) and values[k] > loss  # keep the label off the held run's point
-        ax.annotate(f"{k}", (step, loss), textcoords="offset points", xytext=(0, -13 if below else 6),
-                    ha="center", fontsize=8, color=red)
-    for step, loss, color in ((steps[-1], values[-1], blue), (taken[-1], seen[-1], red)):
-        ax.annotate(f"stops after {step} evaluations", (step, loss), textcoords="offset points", xytext=(9, -3),
-                    fontsize=9, color=color, fontweight="bold")
+    for k in range(len(seen)):  # evaluation k + 1 ran on batch k
+        below = 0 < k < len(values) and values[k] > seen[k]  # keep the label off the held run's point
+        ax.annotate(f"batch {k}", (k + 1, seen[k]), textcoords="offset points", fontsize=9.5, color=COLORS[1],
+                    xytext=(0, -15 if below else 8), ha="center")
+    rises = [(a, b) for a, b in zip(paths[1][:-1], paths[1][1:]) if seen[b] > seen[a]]
+    if rises:
+        a, b = rises[-1]
+        unmoved = leaky_points is not None and np.array_equal(np.asarray(leaky_points[a]), np.asarray(leaky_points[b]))
+        on_rise = ((b + 1, float(seen[b])) if unmoved  # the point itself, or near the rise's end
+                   else (a + 0.85 * (b - a) + 1, float(seen[a] ** 0.15 * seen[b] ** 0.85)))
+        why = (f"batch {b} ran at the batch {a} weights\n(the line search ended with step 0):\n"
+               if unmoved else f"from batch {a} to batch {b}\n")
+        ax.annotate(f"{why}the loss rose {seen[a]:.2f} → {seen[b]:.2f}, SciPy sees\nno decrease and reports "
+                    "'converged'", on_rise, xytext=(25, 25), textcoords="offset points", fontsize=9, ha="left",
+                    va="bottom", color=COLORS[1], arrowprops={"arrowstyle": "->", "color": COLORS[1]})
+    ax.annotate(f"stops after {len(values)} evaluations", (len(values), values[-1]), textcoords="offset points",
+                xytext=(0, -15), ha="right", fontsize=9, color=COLORS[0], fontweight="bold")
+    ax.annotate(f"stops after {len(seen)} evaluations", (len(seen), seen[-1]), textcoords="offset points",
+                xytext=(9, -3), fontsize=9, color=COLORS[1], fontweight="bold")
 
-    rejected = "trial step rejected (the loss rose), then a shorter one" if all_rose else "trial step rejected"
     handles = [
-        ax.plot([], [], "s", color="black", mfc="white", label="start: the same weights for both runs")[0],
-        ax.plot([], [], "-o", color=blue, lw=2, label="batch held (one next): the path L-BFGS took")[0],
-        ax.plot([], [], ":x", color="grey", label=rejected)[0],
-        ax.plot([], [], "--o", color=red, label="next() inside the loss: a new batch at every point (its "
-                "number);\nfilled: accepted by L-BFGS, hollow: rejected")[0],
+        ax.plot([], [], "s", color="black", mfc="white", label="start: the same weights, batch 0")[0],
+        ax.plot([], [], "-o", color=COLORS[0], lw=2, label="batch held (one next): accepted points")[0],
+        ax.plot([], [], "-o", color=COLORS[1], lw=2, label="next() inside the loss: a new batch per evaluation")[0],
+        ax.plot([], [], ":x", color="black",
+                label="trial step rejected" + (" (its loss was higher)" if all_rose else ""))[0],
     ]
-    ax.legend(handles=handles, loc="upper right", fontsize=9)
-    ax.set_xlim(0.5, max(len(values), len(seen)) * 1.4 + 1)  # room for the labels
-    low = min(values.min(), seen.min()) / 2
-    high = max(values.max(), seen.max()) * 40  # room for the legend above the curves
-    ax.set_ylim(low, high)
-    ax.set_xlabel("evaluation of the loss (one call of fun)")
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
+    ax.set_xlim(0.5, max(len(values), len(seen)) + 0.5)
+    ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 2.5)  # just the data
+    ax.set_xlabel("evaluation of the loss (one call of fun); each dot is an accepted point, one L-BFGS iteration")
     ax.set_ylabel("loss on the batch evaluated (log)")
     ax.set_title("Same start, same L-BFGS: the batch held vs a new batch per evaluation")
     fig.tight_layout()
