@@ -191,10 +191,16 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     ax = fig.axes[0]
     labels = {t.get_text() for t in ax.texts}
     assert {str(p) for p in range(68)} <= labels and not {"68", "69"} & labels  # the 4 x 17 grid, nothing beside it
-    assert ax.get_title() == "70 tokens cut into 4 rows of 17 (tokens 68–69 dropped), read 5 at a time"
+    assert ax.get_title() == ("70 tokens cut into 4 rows of 17 (tokens 68–69 dropped), read 5 at a time: "
+                              "each batch one [batch_size, num_steps] tensor")
     assert {"y\nonly", "never\nread"} <= labels  # the last two columns say what they are
     headers = [t for t in ax.texts if t.get_text().startswith("x of batch ")]
     assert len(headers) == 3 and all(t.get_position()[1] < -1 for t in headers)  # a band each, high above the grid
+    assert all(t.get_text().endswith("\na [4, 5] tensor") for t in headers)  # one batch, one tensor
+    arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
+    carried = [a for a in arrows if a.arrow_patch.get_linestyle() != "solid"]  # dashed: state carried, gradient cut
+    assert sorted({round(a.xy[0] - 0.45) for a in carried}) == [5, 10] and len(carried) == 2 * 4
+    assert len(arrows) - len(carried) == 3 * 4 and all(a.xy[0] < 15 for a in arrows)  # one solid arrow per window
     jump = next(t for t in ax.texts if t.get_text().startswith("after batch 2, every row jumps back"))
     assert "reset the state" in jump.get_text() and jump.get_position()[1] > 4  # under the grid
     into_rows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] < 0.5]
@@ -203,11 +209,11 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert -1 < bracket.get_position()[1] < 0  # over row 0, which the label names, and below the batch bands
     assert not any(p.get_linestyle() == "--" for p in ax.patches)  # no dashed box over the coloured windows
     key = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(key) == 3 and any("only ever a target" in k for k in key)
+    assert len(key) == 4 and any("only ever a target" in k for k in key) and "gradient is cut" in key[1]
     assert any(k.startswith("never read: too few tokens left") for k in key)  # says why, not only that
     assert not any(getattr(h, "get_hatch", lambda: None)() for h in ax.get_legend().legend_handles)  # no hatch:
     # the crossed-out cells have a single slash, and so does their key
-    assert plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0].get_title().endswith("(token 68 dropped), read 5 at a time")
+    assert "(token 68 dropped), read 5 at a time" in plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0].get_title()
     assert "dropped" not in plots.ptb_grid(ptb_layout(68, 4, 5)).axes[0].get_title()
     faces = {patch.get_facecolor()[:3] for patch in ax.patches}
     assert len(faces & {matplotlib.colors.to_rgb(c) for c in ("#d62728", "#2ca02c")}) < 2  # not red next to green
