@@ -780,6 +780,28 @@ def test_the_notebooks_reset_finds_a_stateful_lstm_wherever_it_sits_in_a_sequent
     assert all(np.abs(state.numpy()).max() == 0 for state in lstm.states)
 
 
+def test_the_notebooks_reset_walks_into_nested_models_and_a_top_level_walk_does_not():
+    # A reader's functional model had its LSTM inside nested models: the notebook's reset_stateful_layers
+    # recurses over `.layers`; the version before round 5 looked at the top-level layers only.
+    reset_stateful_layers = notebook_function("reset_stateful_layers")
+
+    def top_level_only(model):
+        for layer in model.layers:
+            if getattr(layer, "stateful", False):
+                layer.reset_state()
+
+    for reset, zeroed in [(reset_stateful_layers, True), (top_level_only, False)]:
+        keras.utils.set_random_seed(0)
+        lstm = keras.layers.LSTM(5, return_sequences=True, stateful=True)
+        inner = keras.Sequential([keras.layers.Embedding(20, 4), keras.Sequential([lstm])])
+        inputs = keras.Input(batch_shape=(2, 3), dtype="int32")
+        model = keras.Model(inputs, keras.layers.Dense(20)(inner(inputs)))
+        model.predict_on_batch(np.ones((2, 3), "int32"))
+        assert max(np.abs(state.numpy()).max() for state in lstm.states) > 0
+        reset(model)
+        assert all(not state.numpy().any() for state in lstm.states) == zeroed, reset
+
+
 def test_a_stateful_lstm_fed_batches_out_of_order_does_not_compute_the_whole_rows():
     # The notebook's Proof 2 printed this wrong version until issue 20's fourth round (it now compares with each
     # batch read from a zero state): fed 2, 0, 1, each batch's outputs differ from the whole rows'; fed 0, 1, 2 they

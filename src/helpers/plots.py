@@ -371,8 +371,8 @@ def ptb_grid(layout: Any) -> Any:
         box(last_target + 1.05, band, length - last_target - 1.1, band_height, "white", "black", "never\nread", size=8)
     # y of batch 0 in row 0: x shifted by one token (a bracket over the row, not a box over the colours)
     ax.plot([1.05, 1.05, n + 0.95, n + 0.95], [-0.08, -0.4, -0.4, -0.08], color="black", linewidth=1.8)
-    ax.text(n + 1.2, -0.4, f"y of batch 0 in row 0: tokens 1–{n}, its x one token later ({n} is also batch 1's "
-            "first input); every row alike", ha="left", va="center", fontsize=9, style="italic")
+    ax.text(n + 1.2, -0.4, f"y of batch 0 in row 0: tokens 1–{n}, its x one token later; every row alike\n"
+            f"({n} is also batch 1's first input)", ha="left", va="center", fontsize=9, style="italic")
     # after the last window, every row jumps back to window 0: from the end of the windows, under the grid,
     # up the left side, and into the start of every row
     below, left = b + 0.45, -0.55
