@@ -191,12 +191,12 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     ax = fig.axes[0]
     labels = {t.get_text() for t in ax.texts}
     assert {str(p) for p in range(68)} <= labels and not {"68", "69"} & labels  # the 4 x 17 grid, nothing beside it
-    assert ax.get_title() == ("70 tokens cut into 4 rows of 17 (tokens 68–69 dropped), read 5 at a time: "
-                              "each batch one [batch_size, num_steps] tensor")
+    assert ax.get_title() == "70 tokens in 4 rows of 17 (tokens 68–69 dropped), read 5 at a time"  # short
     assert {"y\nonly", "never\nread"} <= labels  # the last two columns say what they are
     headers = [t for t in ax.texts if t.get_text().startswith("x of batch ")]
     assert len(headers) == 3 and all(t.get_position()[1] < -1 for t in headers)  # a band each, high above the grid
-    assert all(t.get_text().endswith("\na [4, 5] tensor") for t in headers)  # one batch, one tensor
+    assert [t.get_text() for t in headers] == [f"x of batch {k}\na [4, 5] tensor" for k in range(3)]  # one tensor each;
+    # no "(and 3, 6, …)": the jump-back line under the grid says batch 3 is window 0 again
     arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
     carried = [a for a in arrows if a.arrow_patch.get_linestyle() != "solid"]  # dashed: state carried, gradient cut
     assert sorted({round(a.xy[0] - 0.45) for a in carried}) == [5, 10] and len(carried) == 2 * 4

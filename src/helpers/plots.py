@@ -365,7 +365,7 @@ def ptb_grid(layout: Any) -> Any:
     for k in range(epochs):
         face, ink = _BATCH_COLORS[k]
         box(k * n + 0.05, band, n - 0.1, band_height, face, ink,
-            f"x of batch {k}  (and {k + epochs}, {k + 2 * epochs}, …)\na [{b}, {n}] tensor")
+            f"x of batch {k}\na [{b}, {n}] tensor")
     box(last_target + 0.05, band, 0.9, band_height, "#d9d9d9", "black", "y\nonly", size=8)
     if length > last_target + 1:
         box(last_target + 1.05, band, length - last_target - 1.1, band_height, "white", "black", "never\nread", size=8)
@@ -393,8 +393,7 @@ def ptb_grid(layout: Any) -> Any:
     cut = ""
     if dropped:
         cut = f" (token {dropped[0]} dropped)" if len(dropped) == 1 else f" (tokens {dropped[0]}–{dropped[-1]} dropped)"
-    ax.set_title(f"{layout.n_tokens} tokens cut into {b} rows of {length}{cut}, read {n} at a time: "
-                 "each batch one [batch_size, num_steps] tensor", fontsize=12)
+    ax.set_title(f"{layout.n_tokens} tokens in {b} rows of {length}{cut}, read {n} at a time", fontsize=12)
     key = [Line2D([], [], color="black", marker=">", markersize=7, linewidth=1.4,
                   label="inside a window: the LSTM's steps; the gradient flows back through them"),
            Line2D([], [], color="black", marker=">", markersize=7, linewidth=1.8, linestyle=_CARRY_ARROW["linestyle"],
