@@ -195,17 +195,22 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert {"y\nonly", "never\nread"} <= labels  # the last two columns say what they are
     headers = [t for t in ax.texts if t.get_text().startswith("x of batch ")]
     assert len(headers) == 3 and all(t.get_position()[1] < -1 for t in headers)  # a band each, high above the grid
-    assert [t.get_text() for t in headers] == [f"x of batch {k}\na [4, 5] tensor" for k in range(3)]  # one tensor each;
+    assert [t.get_text() for t in headers] == [f"x of batch {k}: a [4, 5] tensor\ny = x shifted by one token"
+                                               for k in range(3)]  # one tensor each, and y for the whole batch;
     # no "(and 3, 6, …)": the jump-back line under the grid says batch 3 is window 0 again
     arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
     carried = [a for a in arrows if a.arrow_patch.get_linestyle() != "solid"]  # dashed: state carried, gradient cut
     assert sorted({round(a.xy[0] - 0.45) for a in carried}) == [5, 10] and len(carried) == 2 * 4
     assert len(arrows) - len(carried) == 3 * 4 and all(a.xy[0] < 15 for a in arrows)  # one solid arrow per window
-    jump = next(t for t in ax.texts if t.get_text().startswith("after batch 2, every row jumps back"))
+    jump = next(t for t in ax.texts if t.get_text().startswith("after batch 2 the pass ends; batch 3 is window 0 of every"))
     assert "reset the state" in jump.get_text() and jump.get_position()[1] > 4  # under the grid
+    restart = next(t for t in ax.texts if t.get_text() == "every row restarts\nat its own window 0")
+    assert restart.get_rotation() == 90 and restart.get_position()[0] < -0.55  # along the line up the left side:
+    # a reader took the loop from row 3's end for "row 3 feeds row 0"
     into_rows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] < 0.5]
     assert sorted(a.xy[1] for a in into_rows) == [0.5, 1.5, 2.5, 3.5]  # the jump back reaches every row, not one
-    bracket = next(t for t in ax.texts if t.get_text().startswith("y of batch 0 in row 0: tokens 1–5"))
+    bracket = next(t for t in ax.texts if t.get_text().startswith("y of batch 0, row 0: tokens 1–5"))
+    assert "y of batch 2 ends in the grey column" in bracket.get_text()
     assert -1 < bracket.get_position()[1] < 0  # over row 0, which the label names, and below the batch bands
     assert not any(p.get_linestyle() == "--" for p in ax.patches)  # no dashed box over the coloured windows
     key = [t.get_text() for t in ax.get_legend().get_texts()]
