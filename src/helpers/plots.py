@@ -373,7 +373,7 @@ def ptb_grid(layout: Any) -> Any:
         box(last_target + 1.05, band, length - last_target - 1.1, band_height, "white", "black", "never\nread", size=8)
     # y of batch 0 in row 0: x shifted by one token (a bracket over the row, not a box over the colours)
     ax.plot([1.05, 1.05, n + 0.95, n + 0.95], [-0.08, -0.4, -0.4, -0.08], color="black", linewidth=1.8)
-    ax.text(n + 1.2, -0.4, f"y of batch 0, row 0: tokens 1–{n} ({n} is also batch 1's first input); "
+    ax.text(n + 1.2, -0.4, f"y of batch 0, row 0: tokens 1–{n} ({n} is also batch 1's first input);\n"
             f"y of batch {epochs - 1} ends in the grey column", ha="left", va="center", fontsize=9, style="italic")
     # after the last window, every row jumps back to window 0: from the end of the windows, under the grid,
     # up the left side, and into the start of every row
