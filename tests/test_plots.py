@@ -204,14 +204,15 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert len(arrows) - len(carried) == 3 * 4 and all(a.xy[0] < 15 for a in arrows)  # one solid arrow per window
     jump = next(t for t in ax.texts if t.get_text().startswith("after batch 2 the pass ends; batch 3 is window 0 of every"))
     assert "reset the state" in jump.get_text() and jump.get_position()[1] > 4  # under the grid
-    restart = next(t for t in ax.texts if t.get_text() == "every row restarts\nat its own window 0")
-    assert restart.get_rotation() == 90 and restart.get_position()[0] < -0.55  # along the line up the left side:
-    # a reader took the loop from row 3's end for "row 3 feeds row 0"
+    assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side: the sentence says it
     into_rows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] < 0.5]
     assert sorted(a.xy[1] for a in into_rows) == [0.5, 1.5, 2.5, 3.5]  # the jump back reaches every row, not one
-    bracket = next(t for t in ax.texts if t.get_text().startswith("y of batch 0, row 0: tokens 1–5"))
-    assert "y of batch 2 ends in the grey column" in bracket.get_text()
-    assert -1 < bracket.get_position()[1] < 0  # over row 0, which the label names, and below the batch bands
+    bracket = next(t for t in ax.texts if t.get_text() == "y of batch 0, row 0: tokens 1–5")
+    x, y = bracket.get_position()
+    assert -1 < y < 0 and 0 < x < 5  # over row 0, below the batch bands, centred over batch 0's columns
+    notes = [t for t in ax.texts if t.get_text() in ("y\nonly", "never\nread")]
+    assert len(notes) == 2 and all(t.get_position()[1] < -1 for t in notes)  # over their columns, at the bands' height,
+    assert len(ax.patches) == 4 * 17 + 3  # but no box: only the 68 tokens and the 3 batch bands are boxes
     assert not any(p.get_linestyle() == "--" for p in ax.patches)  # no dashed box over the coloured windows
     key = [t.get_text() for t in ax.get_legend().get_texts()]
     assert len(key) == 4 and any("only ever a target" in k for k in key) and "gradient is cut" in key[1]

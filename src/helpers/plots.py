@@ -319,11 +319,12 @@ def ptb_grid(layout: Any) -> Any:
     ``y`` is ``x`` shifted by one token. In each row a
     solid arrow spans every window (the RNN's steps, through which the gradient flows back) and a dashed
     arrow crosses each boundary between windows (the state carried to the next batch, the gradient cut:
-    truncated BPTT). A bracket over row 0 marks its ``y`` in batch 0; the column that is only ever a
-    target is grey, tokens never read are crossed out, and both have a band; the tokens the reshape
-    drops are named in the title. A line from the end of the windows runs under the grid and back up
-    the left side, labelled "every row restarts at its own window 0", with an arrow into the start of
-    every row: after the last window every row jumps back to window 0 (reset the state). The
+    truncated BPTT). A bracket in batch 0's colour, just over row 0 and under batch 0's band, marks
+    row 0's ``y`` in batch 0; the column that is only ever a target is grey, tokens never read are
+    crossed out, and both are named by plain text over them (no box: they are not batches); the
+    tokens the reshape drops are named in the title. A line from the end of the windows runs under the
+    grid and back up the left side, with an arrow into the start of every row, and the sentence under
+    the grid says it: after the last window every row jumps back to window 0 (reset the state). The
     legend under the grid says why each mark is there. Colours are colour-blind safe.
 
     >>> from helpers.batching import ptb_layout
@@ -363,18 +364,21 @@ def ptb_grid(layout: Any) -> Any:
                                     arrowprops=_CARRY_ARROW)
                 carry.arrow_patch.set_path_effects([patheffects.withStroke(linewidth=4.5, foreground="white")])
     # a band over each column of windows names its batch (a column header, not a note)
-    band, band_height = -1.75, 0.85
+    band, band_height = -1.9, 0.85
     for k in range(epochs):
         face, ink = _BATCH_COLORS[k]
         box(k * n + 0.05, band, n - 0.1, band_height, face, ink,
             f"x of batch {k}: a [{b}, {n}] tensor\ny = x shifted by one token")
-    box(last_target + 0.05, band, 0.9, band_height, "#d9d9d9", "black", "y\nonly", size=8)
-    if length > last_target + 1:
-        box(last_target + 1.05, band, length - last_target - 1.1, band_height, "white", "black", "never\nread", size=8)
-    # y of batch 0 in row 0: x shifted by one token (a bracket over the row, not a box over the colours)
-    ax.plot([1.05, 1.05, n + 0.95, n + 0.95], [-0.08, -0.4, -0.4, -0.08], color="black", linewidth=1.8)
-    ax.text(n + 1.2, -0.4, f"y of batch 0, row 0: tokens 1–{n} ({n} is also batch 1's first input);\n"
-            f"y of batch {epochs - 1} ends in the grey column", ha="left", va="center", fontsize=9, style="italic")
+    for x, note in [(last_target, "y\nonly"), (last_target + 1, "never\nread")][: length - last_target]:
+        width = 1 if x == last_target else length - last_target - 1   # plain text, no box: these are not batches
+        ax.text(x + width / 2, band + band_height / 2, note, ha="center", va="center", fontsize=8,
+                style="italic", color="0.3")
+    # y of batch 0 in row 0: x shifted by one token. A bracket in batch 0's colour just over the row, its label
+    # between it and batch 0's band, over batch 0's columns (a reader took the bracket for one spanning batches)
+    blue = _BATCH_COLORS[0][0]
+    ax.plot([1.1, 1.1, n + 0.9, n + 0.9], [-0.08, -0.3, -0.3, -0.08], color=blue, linewidth=2.2)
+    ax.text(n / 2 + 0.5, -0.55, f"y of batch 0, row 0: tokens 1–{n}", ha="center", va="center", fontsize=9,
+            style="italic", color=blue, fontweight="bold")
     # after the last window, every row jumps back to window 0: from the end of the windows, under the grid,
     # up the left side, and into the start of every row
     below, left = b + 0.45, -0.55
@@ -383,11 +387,9 @@ def ptb_grid(layout: Any) -> Any:
     for s in range(b):
         ax.annotate("", xy=(-0.02, s + 0.5), xytext=(left, s + 0.5),
                     arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14})
-    ax.text(left - 0.25, b / 2, "every row restarts\nat its own window 0", rotation=90, ha="center", va="center",
-            fontsize=9, fontweight="bold")
     ax.text(last_target / 2, below + 0.45, f"after batch {epochs - 1} the pass ends; batch {epochs} is window 0 of "
             f"every row again: reset the state", ha="center", va="center", fontsize=10, fontweight="bold")
-    ax.set_xlim(left - 0.75, length + 0.2)
+    ax.set_xlim(left - 0.2, length + 0.2)
     ax.set_ylim(b + 1.3, band - 0.2)
     ax.set_xticks([])
     ax.set_yticks(np.arange(b) + 0.5, [f"row {s}" for s in range(b)])
