@@ -629,7 +629,7 @@ def hard_coded_layer(epoch_size):
 
 
 def test_reset_checker_accepts_the_notebooks_answer_and_a_reset_at_batch_end(capsys):
-    namespace = {"batching": batching, "reset_stateful_layers": notebook_function("reset_stateful_layers")}
+    namespace = {"batching": batching, "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers")}
     exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", namespace))
     exercises.check_reset_callback(reset_at_batch_end)
     assert capsys.readouterr().out.count("Correct: your callback reset the state exactly") == 2
@@ -672,15 +672,22 @@ def notebook_function(name, *needs):
 
     path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
     sources = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    import ast
+
     scope = {"np": np, "tf": tf, "keras": keras}
     for wanted in (*needs, name):
         heads = (f"def {wanted}(", f"class {wanted}(")
         cells = [source for source in sources if any(head in source for head in heads)]
-        assert len(cells) == 1, f"{path.name}: expected one cell defining {wanted}, found {len(cells)}"
-        head = next(head for head in heads if head in cells[0])
-        lines = cells[0][cells[0].index(head):].splitlines()
-        end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() and not line[0].isspace()), len(lines))
-        exec(compile("\n".join(lines[:end]), f"{NOTEBOOK}:{wanted}", "exec"), scope)  # noqa: S102 - our own notebook
+        assert cells, f"{path.name}: no cell defines {wanted}"
+        definitions = []
+        for cell in cells:
+            head = next(head for head in heads if head in cell)
+            lines = cell[cell.index(head):].splitlines()
+            end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() and not line[0].isspace()), len(lines))
+            definitions.append("\n".join(lines[:end]))
+        # the final "copy this into your project" cell repeats some definitions: the same code (comments aside)
+        assert len({ast.dump(ast.parse(d)) for d in definitions}) == 1, f"{path.name}: {wanted} defined differently"
+        exec(compile(definitions[0], f"{NOTEBOOK}:{wanted}", "exec"), scope)  # noqa: S102 - our own notebook
     return scope[name]
 
 
@@ -745,7 +752,7 @@ def _named_lstm_model(batch_size=2, num_steps=3):
 def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_callback_resets_it():
     # The notebook's ResetAtEachPass resets in on_test_begin: Keras' validation inside fit reads and writes the
     # same state as training, so without that reset it starts from the state the last training batch left.
-    ResetAtEachPass = notebook_function("ResetAtEachPass", "reset_stateful_layers")
+    ResetAtEachPass = notebook_function("ResetAtEachPass", "stateful_layers", "reset_stateful_layers")
     ids = np.random.default_rng(0).integers(0, 20, size=80)
     train, valid = batching.ptb_batches(ids[:60], 2, 3), batching.ptb_batches(ids[60:], 2, 3)
 
@@ -768,7 +775,7 @@ def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_cal
 def test_the_notebooks_reset_finds_a_stateful_lstm_wherever_it_sits_in_a_sequential_model():
     # Exercise 2 tells the learner to reset with the notebook's reset_stateful_layers; the checker's LSTM is the
     # third layer, not the second. Layers that are not stateful are left alone.
-    reset_stateful_layers = notebook_function("reset_stateful_layers")
+    reset_stateful_layers = notebook_function("reset_stateful_layers", "stateful_layers")
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input(batch_shape=(2, 3), dtype="int32"), keras.layers.Embedding(20, 4),
                               keras.layers.Dense(4, activation="tanh"),
@@ -783,7 +790,7 @@ def test_the_notebooks_reset_finds_a_stateful_lstm_wherever_it_sits_in_a_sequent
 def test_the_notebooks_reset_walks_into_nested_models_and_a_top_level_walk_does_not():
     # A reader's functional model had its LSTM inside nested models: the notebook's reset_stateful_layers
     # recurses over `.layers`; the version before round 5 looked at the top-level layers only.
-    reset_stateful_layers = notebook_function("reset_stateful_layers")
+    reset_stateful_layers = notebook_function("reset_stateful_layers", "stateful_layers")
 
     def top_level_only(model):
         for layer in model.layers:
@@ -840,7 +847,7 @@ def test_validation_in_the_middle_of_a_pass_keeps_the_training_state_only_when_t
     # Keras epochs of 2 batches over passes of 5 windows, validated after every Keras epoch: with the state kept,
     # training ends with the weights of the same training without validation; without, the validation's state
     # leaks into the next training batch and the weights differ. KeepTrainingState is the notebook's own class.
-    KeepTrainingState = notebook_function("KeepTrainingState", "reset_stateful_layers")
+    KeepTrainingState = notebook_function("KeepTrainingState", "stateful_layers", "reset_stateful_layers")
     ids = np.random.default_rng(1).integers(0, 20, size=100)
     train = batching.ptb_batches(ids[:64], 2, 3, repeat=True)   # 32 tokens per row: 10 windows per row
     valid = batching.ptb_batches(ids[64:], 2, 3)
@@ -911,3 +918,28 @@ def test_memory_is_worth_more_to_a_stateful_lm_trained_on_batches_in_order():
         model.fit(batches, epochs=20, shuffle=False, verbose=0, callbacks=[ResetAtEachPass()])
         worth[name] = _text_loss(model, one_pass, reset_every_batch=True) - _text_loss(model, one_pass)
     assert worth["in order"] > 0 and worth["in order"] > worth["shuffled"] + 0.3, worth
+
+
+def test_the_notebooks_keep_training_state_keeps_every_stateful_layer_gru_and_nested_models_too():
+    # A reader: KeepTrainingState used get_layer("lstm"), so it would not work on their model. It now walks the
+    # model as reset_stateful_layers does: here a GRU inside a nested model and an LSTM not named "lstm".
+    KeepTrainingState = notebook_function("KeepTrainingState", "stateful_layers", "reset_stateful_layers")
+    inner = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)), keras.layers.GRU(5, return_sequences=True, stateful=True)])
+    model = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)), inner,
+                              keras.layers.LSTM(6, return_sequences=True, stateful=True, name="decoder")])
+    layers = [inner.layers[0], model.get_layer("decoder")]
+    x = np.random.default_rng(0).random((2, 3, 4)).astype("float32")
+
+    def values():
+        return [state.numpy() for layer in layers for state in layer.states]
+
+    model.predict_on_batch(x)                              # training's state: not zero
+    training = values()
+    keep = KeepTrainingState()
+    keep.set_model(model)
+    keep.on_test_begin()
+    assert len(training) == 3 and all(not np.any(v) for v in values())   # GRU h; LSTM h, c: all zeroed for validation
+    model.predict_on_batch(2 * x)                          # validation moves the state
+    assert not all(np.array_equal(a, b) for a, b in zip(training, values()))
+    keep.on_test_end()
+    assert all(np.array_equal(a, b) for a, b in zip(training, values()))   # every layer's state put back
