@@ -629,7 +629,7 @@ def hard_coded_layer(epoch_size):
 
 
 def test_reset_checker_accepts_the_notebooks_answer_and_a_reset_at_batch_end(capsys):
-    namespace = {"batching": batching}
+    namespace = {"batching": batching, "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers")}
     exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", namespace))
     exercises.check_reset_callback(reset_at_batch_end)
     assert capsys.readouterr().out.count("Correct: your callback reset the state exactly") == 2
@@ -672,15 +672,22 @@ def notebook_function(name, *needs):
 
     path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
     sources = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    import ast
+
     scope = {"np": np, "tf": tf, "keras": keras}
     for wanted in (*needs, name):
         heads = (f"def {wanted}(", f"class {wanted}(")
         cells = [source for source in sources if any(head in source for head in heads)]
-        assert len(cells) == 1, f"{path.name}: expected one cell defining {wanted}, found {len(cells)}"
-        head = next(head for head in heads if head in cells[0])
-        lines = cells[0][cells[0].index(head):].splitlines()
-        end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() and not line[0].isspace()), len(lines))
-        exec(compile("\n".join(lines[:end]), f"{NOTEBOOK}:{wanted}", "exec"), scope)  # noqa: S102 - our own notebook
+        assert cells, f"{path.name}: no cell defines {wanted}"
+        definitions = []
+        for cell in cells:
+            head = next(head for head in heads if head in cell)
+            lines = cell[cell.index(head):].splitlines()
+            end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() and not line[0].isspace()), len(lines))
+            definitions.append("\n".join(lines[:end]))
+        # the final "copy this into your project" cell repeats some definitions: the same code (comments aside)
+        assert len({ast.dump(ast.parse(d)) for d in definitions}) == 1, f"{path.name}: {wanted} defined differently"
+        exec(compile(definitions[0], f"{NOTEBOOK}:{wanted}", "exec"), scope)  # noqa: S102 - our own notebook
     return scope[name]
 
 
@@ -745,7 +752,7 @@ def _named_lstm_model(batch_size=2, num_steps=3):
 def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_callback_resets_it():
     # The notebook's ResetAtEachPass resets in on_test_begin: Keras' validation inside fit reads and writes the
     # same state as training, so without that reset it starts from the state the last training batch left.
-    ResetAtEachPass = notebook_function("ResetAtEachPass", "reset_stateful_layers")
+    ResetAtEachPass = notebook_function("ResetAtEachPass", "stateful_layers", "reset_stateful_layers")
     ids = np.random.default_rng(0).integers(0, 20, size=80)
     train, valid = batching.ptb_batches(ids[:60], 2, 3), batching.ptb_batches(ids[60:], 2, 3)
 
@@ -768,7 +775,7 @@ def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_cal
 def test_the_notebooks_reset_finds_a_stateful_lstm_wherever_it_sits_in_a_sequential_model():
     # Exercise 2 tells the learner to reset with the notebook's reset_stateful_layers; the checker's LSTM is the
     # third layer, not the second. Layers that are not stateful are left alone.
-    reset_stateful_layers = notebook_function("reset_stateful_layers")
+    reset_stateful_layers = notebook_function("reset_stateful_layers", "stateful_layers")
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input(batch_shape=(2, 3), dtype="int32"), keras.layers.Embedding(20, 4),
                               keras.layers.Dense(4, activation="tanh"),
@@ -778,6 +785,28 @@ def test_the_notebooks_reset_finds_a_stateful_lstm_wherever_it_sits_in_a_sequent
     assert max(np.abs(state.numpy()).max() for state in lstm.states) > 0
     reset_stateful_layers(model)
     assert all(np.abs(state.numpy()).max() == 0 for state in lstm.states)
+
+
+def test_the_notebooks_reset_walks_into_nested_models_and_a_top_level_walk_does_not():
+    # A reader's functional model had its LSTM inside nested models: the notebook's reset_stateful_layers
+    # recurses over `.layers`; the version before round 5 looked at the top-level layers only.
+    reset_stateful_layers = notebook_function("reset_stateful_layers", "stateful_layers")
+
+    def top_level_only(model):
+        for layer in model.layers:
+            if getattr(layer, "stateful", False):
+                layer.reset_state()
+
+    for reset, zeroed in [(reset_stateful_layers, True), (top_level_only, False)]:
+        keras.utils.set_random_seed(0)
+        lstm = keras.layers.LSTM(5, return_sequences=True, stateful=True)
+        inner = keras.Sequential([keras.layers.Embedding(20, 4), keras.Sequential([lstm])])
+        inputs = keras.Input(batch_shape=(2, 3), dtype="int32")
+        model = keras.Model(inputs, keras.layers.Dense(20)(inner(inputs)))
+        model.predict_on_batch(np.ones((2, 3), "int32"))
+        assert max(np.abs(state.numpy()).max() for state in lstm.states) > 0
+        reset(model)
+        assert all(not state.numpy().any() for state in lstm.states) == zeroed, reset
 
 
 def test_a_stateful_lstm_fed_batches_out_of_order_does_not_compute_the_whole_rows():
@@ -792,11 +821,15 @@ def test_a_stateful_lstm_fed_batches_out_of_order_does_not_compute_the_whole_row
     stateless.set_weights(stateful.get_weights())
     three = [np.random.default_rng(k).integers(0, 20, size=(2, 3)) for k in range(3)]
     whole_rows = stateless.predict_on_batch(np.concatenate(three, axis=1))
-    for order, same in [([0, 1, 2], True), ([2, 0, 1], False)]:
+    for order, same, reset_each in [([0, 1, 2], True, False), ([2, 0, 1], False, False), ([0, 1, 2], False, True)]:
         layers[1].reset_state()
-        outputs = {k: stateful.predict_on_batch(three[k]) for k in order}
+        outputs = {}
+        for k in order:  # reset_each: each batch read alone, from a zero state (the notebook's Proof printed it)
+            if reset_each:
+                layers[1].reset_state()
+            outputs[k] = stateful.predict_on_batch(three[k])
         gap = np.abs(np.concatenate([outputs[k] for k in range(3)], axis=1) - whole_rows).max()
-        assert (gap < 1e-5) == same, (order, gap)
+        assert (gap < 1e-5) == same, (order, reset_each, gap)
 
 
 class _ResetWhereRowsJump(keras.callbacks.Callback):
@@ -810,23 +843,11 @@ class _ResetWhereRowsJump(keras.callbacks.Callback):
         self.seen += 1
 
 
-class _KeepTheTrainingState(keras.callbacks.Callback):
-    """The notebook's advice for validation in the middle of a pass (docs/batching.md): copy, reset, put back."""
-
-    def on_test_begin(self, logs=None):
-        lstm = self.model.get_layer("lstm")
-        self.kept = [state.numpy() for state in lstm.states]
-        lstm.reset_state()
-
-    def on_test_end(self, logs=None):
-        for state, kept in zip(self.model.get_layer("lstm").states, self.kept):
-            state.assign(kept)
-
-
 def test_validation_in_the_middle_of_a_pass_keeps_the_training_state_only_when_told():
     # Keras epochs of 2 batches over passes of 5 windows, validated after every Keras epoch: with the state kept,
     # training ends with the weights of the same training without validation; without, the validation's state
-    # leaks into the next training batch and the weights differ.
+    # leaks into the next training batch and the weights differ. KeepTrainingState is the notebook's own class.
+    KeepTrainingState = notebook_function("KeepTrainingState", "stateful_layers", "reset_stateful_layers")
     ids = np.random.default_rng(1).integers(0, 20, size=100)
     train = batching.ptb_batches(ids[:64], 2, 3, repeat=True)   # 32 tokens per row: 10 windows per row
     valid = batching.ptb_batches(ids[64:], 2, 3)
@@ -839,7 +860,7 @@ def test_validation_in_the_middle_of_a_pass_keeps_the_training_state_only_when_t
         return model.get_weights()
 
     alone = trained(validate=False)
-    kept = trained(_KeepTheTrainingState(), validate=True)
+    kept = trained(KeepTrainingState(), validate=True)
     leaked = trained(validate=True)
     assert windows == 10
     assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(alone, kept))
@@ -875,8 +896,9 @@ def _text_loss(model, batches, reset_every_batch=False):
 
 
 def test_memory_is_worth_more_to_a_stateful_lm_trained_on_batches_in_order():
-    # The notebook's model and training (fables, 8 x 10, Embedding 32, LSTM 64, Adam 0.01, 20 epochs, a reset
-    # at each pass), once on the batches in order and once shuffled anew every epoch. Resetting the state before
+    # The notebook's word-level model and training until round 6 (fables, 8 x 10, Embedding 32, LSTM 64, Adam 0.01,
+    # 20 epochs, a reset at each pass; the notebook now reads characters), once on the batches in order and once
+    # shuffled anew every epoch. Resetting the state before
     # every batch costs the model trained in order much more (0.91 vs 0.03 on TF 2.21 / Keras 3.15).
     ids, vocab = batching.corpus_ids()
     one_pass = batching.ptb_batches(ids, 8, 10)
@@ -896,3 +918,28 @@ def test_memory_is_worth_more_to_a_stateful_lm_trained_on_batches_in_order():
         model.fit(batches, epochs=20, shuffle=False, verbose=0, callbacks=[ResetAtEachPass()])
         worth[name] = _text_loss(model, one_pass, reset_every_batch=True) - _text_loss(model, one_pass)
     assert worth["in order"] > 0 and worth["in order"] > worth["shuffled"] + 0.3, worth
+
+
+def test_the_notebooks_keep_training_state_keeps_every_stateful_layer_gru_and_nested_models_too():
+    # A reader: KeepTrainingState used get_layer("lstm"), so it would not work on their model. It now walks the
+    # model as reset_stateful_layers does: here a GRU inside a nested model and an LSTM not named "lstm".
+    KeepTrainingState = notebook_function("KeepTrainingState", "stateful_layers", "reset_stateful_layers")
+    inner = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)), keras.layers.GRU(5, return_sequences=True, stateful=True)])
+    model = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)), inner,
+                              keras.layers.LSTM(6, return_sequences=True, stateful=True, name="decoder")])
+    layers = [inner.layers[0], model.get_layer("decoder")]
+    x = np.random.default_rng(0).random((2, 3, 4)).astype("float32")
+
+    def values():
+        return [state.numpy() for layer in layers for state in layer.states]
+
+    model.predict_on_batch(x)                              # training's state: not zero
+    training = values()
+    keep = KeepTrainingState()
+    keep.set_model(model)
+    keep.on_test_begin()
+    assert len(training) == 3 and all(not np.any(v) for v in values())   # GRU h; LSTM h, c: all zeroed for validation
+    model.predict_on_batch(2 * x)                          # validation moves the state
+    assert not all(np.array_equal(a, b) for a, b in zip(training, values()))
+    keep.on_test_end()
+    assert all(np.array_equal(a, b) for a, b in zip(training, values()))   # every layer's state put back

@@ -221,23 +221,35 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     ax = fig.axes[0]
     labels = {t.get_text() for t in ax.texts}
     assert {str(p) for p in range(68)} <= labels and not {"68", "69"} & labels  # the 4 x 17 grid, nothing beside it
-    assert ax.get_title() == "70 tokens cut into 4 rows of 17 (tokens 68–69 dropped), read 5 at a time"
+    assert ax.get_title() == "70 tokens in 4 rows of 17 (tokens 68–69 dropped), read 5 at a time"  # short
     assert {"y\nonly", "never\nread"} <= labels  # the last two columns say what they are
     headers = [t for t in ax.texts if t.get_text().startswith("x of batch ")]
     assert len(headers) == 3 and all(t.get_position()[1] < -1 for t in headers)  # a band each, high above the grid
-    jump = next(t for t in ax.texts if t.get_text().startswith("after batch 2, every row jumps back"))
+    assert [t.get_text() for t in headers] == [f"x of batch {k}: a [4, 5] tensor\ny = x shifted by one token"
+                                               for k in range(3)]  # one tensor each, and y for the whole batch;
+    # no "(and 3, 6, …)": the jump-back line under the grid says batch 3 is window 0 again
+    arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
+    carried = [a for a in arrows if a.arrow_patch.get_linestyle() != "solid"]  # dashed: state carried, gradient cut
+    assert sorted({round(a.xy[0] - 0.45) for a in carried}) == [5, 10] and len(carried) == 2 * 4
+    assert len(arrows) - len(carried) == 3 * 4 and all(a.xy[0] < 15 for a in arrows)  # one solid arrow per window
+    jump = next(t for t in ax.texts if t.get_text().startswith("after batch 2 the pass ends; batch 3 is window 0 of every"))
     assert "reset the state" in jump.get_text() and jump.get_position()[1] > 4  # under the grid
+    assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side: the sentence says it
     into_rows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] < 0.5]
     assert sorted(a.xy[1] for a in into_rows) == [0.5, 1.5, 2.5, 3.5]  # the jump back reaches every row, not one
-    bracket = next(t for t in ax.texts if t.get_text().startswith("y of batch 0 in row 0: tokens 1–5"))
-    assert -1 < bracket.get_position()[1] < 0  # over row 0, which the label names, and below the batch bands
+    bracket = next(t for t in ax.texts if t.get_text() == "y of batch 0, row 0: tokens 1–5")
+    x, y = bracket.get_position()
+    assert -1 < y < 0 and 0 < x < 5  # over row 0, below the batch bands, centred over batch 0's columns
+    notes = [t for t in ax.texts if t.get_text() in ("y\nonly", "never\nread")]
+    assert len(notes) == 2 and all(t.get_position()[1] < -1 for t in notes)  # over their columns, at the bands' height,
+    assert len(ax.patches) == 4 * 17 + 3  # but no box: only the 68 tokens and the 3 batch bands are boxes
     assert not any(p.get_linestyle() == "--" for p in ax.patches)  # no dashed box over the coloured windows
     key = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(key) == 3 and any("only ever a target" in k for k in key)
+    assert len(key) == 4 and any("only ever a target" in k for k in key) and "gradient is cut" in key[1]
     assert any(k.startswith("never read: too few tokens left") for k in key)  # says why, not only that
     assert not any(getattr(h, "get_hatch", lambda: None)() for h in ax.get_legend().legend_handles)  # no hatch:
     # the crossed-out cells have a single slash, and so does their key
-    assert plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0].get_title().endswith("(token 68 dropped), read 5 at a time")
+    assert "(token 68 dropped), read 5 at a time" in plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0].get_title()
     assert "dropped" not in plots.ptb_grid(ptb_layout(68, 4, 5)).axes[0].get_title()
     faces = {patch.get_facecolor()[:3] for patch in ax.patches}
     assert len(faces & {matplotlib.colors.to_rgb(c) for c in ("#d62728", "#2ca02c")}) < 2  # not red next to green
