@@ -892,7 +892,9 @@ def test_the_notebooks_callback_pass_is_a_mean_over_examples_with_the_compiled_l
     for size in (BATCH, 20, 50):  # 54 examples: last batches of 6, 14, 4
         callback = ValidateEvery(V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED), 1, MSE)
         callback.set_model(model)
-        assert callback.validation_loss() == pytest.approx(exact, rel=1e-5)
+        callback.on_train_begin({})  # step 0: one pass, compiled
+        assert callback.curve[0][1] == pytest.approx(exact, rel=1e-5)
+    assert callback.val_sums.experimental_get_tracing_count() == 1  # one graph, last batch smaller too
 
 
 def test_the_notebooks_callback_puts_val_loss_in_logs_and_restores_the_best_weights():
@@ -902,7 +904,7 @@ def test_the_notebooks_callback_puts_val_loss_in_logs_and_restores_the_best_weig
         on_train_batch_end=lambda batch, logs: seen.append((batch, logs.get("val_loss"))))
     model = make_model()
     model.compile(optimizer=keras.optimizers.Adam(0.1), loss=MSE)  # fast: the best pass is not the last
-    ours = ValidateEvery(val_ds(), 3, MSE)
+    ours = ValidateEvery(val_ds(), 3, MSE, restore_best=True)
     _fit([ours, spy], model)
     assert [batch for batch, loss in seen if loss is not None] == [2, 5, 8, 11]  # after steps 3, 6, 9, 12
     assert [loss for _, loss in seen if loss is not None] == [loss for _, loss in ours.curve[1:]]
@@ -910,7 +912,19 @@ def test_the_notebooks_callback_puts_val_loss_in_logs_and_restores_the_best_weig
     assert best == min(loss for _, loss in ours.curve) and (step, best) in ours.curve
     assert step != 12, "the best step must not be the last, or restoring could not be seen"
     assert same(model.get_weights(), weights)  # the best step's weights, put back
-    assert ours.validation_loss() == pytest.approx(best, rel=1e-6)
+    assert notebook_function("validation_loss")(val_ds(), ours.val_sums) == pytest.approx(best, rel=1e-6)
+
+
+def test_the_notebooks_callback_keeps_no_weights_and_leaves_the_last_unless_asked():
+    ValidateEvery = notebook_function("ValidateEvery")
+    model, plain = make_model(), make_model()
+    for compiled in (model, plain):
+        compiled.compile(optimizer=keras.optimizers.Adam(0.1), loss=MSE)  # the best pass is not the last
+    ours = ValidateEvery(val_ds(), 3, MSE)  # restore_best=False: the default
+    _fit([ours], model)
+    _fit([], plain)
+    assert ours.best[0] != 12 and ours.best[2] is None  # a best step, but no weights kept
+    assert same(model.get_weights(), plain.get_weights())  # the last step's weights, as without it
 
 
 def test_the_notebooks_callback_keeps_the_last_weights_when_the_last_step_is_best():
@@ -918,7 +932,7 @@ def test_the_notebooks_callback_keeps_the_last_weights_when_the_last_step_is_bes
     model, plain = make_model(), make_model()
     model.compile(optimizer=keras.optimizers.SGD(0.001), loss=MSE)  # slow and steady: every pass better
     plain.compile(optimizer=keras.optimizers.SGD(0.001), loss=MSE)
-    ours = ValidateEvery(val_ds(), 3, MSE)
+    ours = ValidateEvery(val_ds(), 3, MSE, restore_best=True)
     _fit([ours], model)
     _fit([], plain)
     losses = [loss for _, loss in ours.curve]
@@ -956,7 +970,7 @@ def test_the_notebooks_callback_refuses_steps_per_execution_before_training(step
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, steps_per_execution=steps_per_execution)
     before = snapshot(model)
     ours = ValidateEvery(val_ds(), 3, MSE)
-    with pytest.raises(ValueError, match=rf"steps_per_execution=1\), got {steps_per_execution}"):
+    with pytest.raises(ValueError, match=r"needs compile\(steps_per_execution=1\)"):
         _fit([ours], model)
     assert ours.curve == [] and int(model.optimizer.iterations) == 0 and same(snapshot(model), before)
 
@@ -965,13 +979,13 @@ def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_pas
     ValidateEvery = notebook_function("ValidateEvery")
     EvaluateEvery = notebook_function("EvaluateEvery")  # the notebook's wrong version: Keras' own pass
     true_loss = _fit([])["loss"][0]
-    keras_way = EvaluateEvery(val_ds(), 3, MSE)
+    keras_way = EvaluateEvery(val_ds(), 3)
     broken = _fit([keras_way])["loss"][0]
-    assert broken == pytest.approx(keras_way.curve[-1][1], rel=1e-6)  # the last validation loss
+    assert broken == pytest.approx(keras_way.curve[-1], rel=1e-6)  # the last validation loss
     assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
     ours = ValidateEvery(val_ds(), 3, MSE)
     assert _fit([ours])["loss"][0] == pytest.approx(true_loss, rel=1e-6)
-    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in keras_way.curve], rtol=1e-5)
+    np.testing.assert_allclose([v for _, v in ours.curve[1:]], keras_way.curve, rtol=1e-5)
 
 
 def test_the_notebooks_train_step_is_traced_twice_without_optimizer_build():
