@@ -331,7 +331,7 @@ def test_validation_passes_bad_input():
 # --------------------------------------------------------------------------- 05 network snapshots
 
 
-def test_snapshot_lag_marks_each_sync_between_the_peak_and_the_drop_of_the_periodic_curve():
+def test_snapshot_lag_shades_each_sync_across_the_drop_of_the_periodic_curve():
     import numpy as np
     import pytest
 
@@ -340,18 +340,20 @@ def test_snapshot_lag_marks_each_sync_between_the_peak_and_the_drop_of_the_perio
     ax = fig.axes[0]
     lines = ax.get_lines()
     assert [line.get_label() for line in lines[:3]] == list(curves)
-    marks = [line for line in lines if line.get_linestyle() == ":"]
     # the lag at step t is measured at t's evaluation; the periodic copy syncs in steps 10, 20 after
-    # their evaluation, so the mark sits between the peak (t) and the drop (t + 1); none after the last step
-    assert [float(m.get_xdata()[0]) for m in marks] == [10.5, 20.5]
+    # their evaluation, so the band spans the drop, from the peak (t) to t + 1; none after the last step
+    bands = [p.get_x() for p in ax.patches]
+    assert [(float(p.get_x()), float(p.get_x() + p.get_width())) for p in ax.patches] == [(10.0, 11.0), (20.0, 21.0)], bands
     steps = np.arange(1, 31)
     peaks = steps[:-1][np.diff(curves["hard every 10"]) < 0]  # the last step before each drop
     assert list(peaks) == [10, 20] and all(curves["hard every 10"][p - 1] == 10.0 for p in peaks)
     level = [line for line in lines if line.get_linestyle() == "--"]
     assert len(level) == 1 and list(level[0].get_ydata()) == [10.0, 10.0]
-    legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend == list(curves) + ["1/τ = 10", "every-10 copy synced (after step 10's evaluation, …)"]  # one entry
-    assert ax.get_xlabel().startswith("training step t") and "steps behind" in ax.get_ylabel()
+    legend = ax.get_legend()
+    assert [text.get_text() for text in legend.get_texts()] == list(curves) + [
+        "1/τ = 10", "sync of the every-10 copy:\nafter step 10's evaluation, …"]  # one entry for the bands
+    assert legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # beside the axes, not over the lines
+    assert ax.get_xlabel().startswith("training step t") and "behind" in ax.get_ylabel()
     with pytest.raises(ValueError, match="at least one"):
         plots.snapshot_lag({})
     with pytest.raises(ValueError, match=r"curves\['bad'\]"):
@@ -368,14 +370,19 @@ def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_on
     assert [t for t in texts if t.startswith(("evaluate", "tape", "sync", "apply"))] == [
         "evaluate both\non A(x): one loss", "tape.gradient:\ngradients g", "sync: past B ← B\n(weights + BN stats)",
         "apply g to A, B\n(not to past B)"] * 2
-    assert any(t.startswith("bold box: what that phase changes") for t in texts)  # the key to the boxes
+    key = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]  # the key is a legend, not a footnote
+    assert key[0].startswith("boxed: what this phase changes") and any("A's weights" in k for k in key)
+    assert any(t.startswith("Synced before the evaluation instead") for t in texts)  # why not sync first
     assert {"A (trained)", "B (trained)", "past B (frozen copy)", "gradients"} <= set(texts)
     versions = [t for t in texts if t.startswith("$")]
-    # per phase, top to bottom (A, B, past B, gradients): evaluate (t, t, t-1; no gradients yet),
-    # tape.gradient (t, t, t-1, g_t), sync (t, t, t, g_t), apply (t+1, t+1, t, g_t)
+    # per phase, top to bottom (A as phi, B, past B, gradients): evaluate (t, t, t-1; no gradients yet),
+    # tape.gradient (t, t, t-1, g_t: drawn once), sync (t, t, t), apply (t+1, t+1, t)
     t, t1, tm1, g = r"$\theta_{t}$", r"$\theta_{t+1}$", r"$\theta_{t-1}$", r"$g_{t}$"
-    assert versions[:15] == [t, t, tm1, t, t, tm1, g, t, t, t, g, t1, t1, t, g]
-    assert versions[15:18] == [t1, t1, t]  # step t + 1 evaluates with the past one behind
+    a, a1 = r"$\varphi_{t}$", r"$\varphi_{t+1}$"
+    assert versions[:13] == [a, t, tm1, a, t, tm1, g, a, t, t, a1, t1, t]
+    assert versions[13:16] == [a1, t1, t]  # step t + 1 evaluates with the past one behind
+    boxed = [p for p in fig.axes[0].patches if type(p).__name__ == "FancyBboxPatch"]
+    assert len(boxed) == 2 * 4  # per step: g, the synced past B, the updated A and B
     assert "step t" in texts and "step t + 1" in texts
     for bad in (0, 5, True, 1.5):
         with pytest.raises(ValueError, match="steps must be an int from 1 to 4"):
