@@ -25,7 +25,7 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 ROOT = Path(__file__).resolve().parents[1]
 
 CELLS = {  # source, what its first run prints (the committed output)
-    "prints the same": ('print("same")', "same\n"),
+    "prints the same": ('print("same")\nprint("lines")', "same\nlines\n"),
     "counts its runs": ('runs = globals().get("runs", 0) + 1\nprint(f"run {runs}")', "run 1\n"),
     "fails when run again": ('# NBVAL_IGNORE_OUTPUT\nassert "done" not in globals(), "already done"\ndone = True\n'
                              'print("timing 1.23 s")', "timing 4.56 s\n"),
@@ -33,9 +33,11 @@ CELLS = {  # source, what its first run prints (the committed output)
 
 
 def _notebook(path: Path) -> Path:
-    nb = new_notebook(cells=[new_code_cell(source, execution_count=n, outputs=[new_output("stream", name="stdout",
-                                                                                      text=text)])
-                             for n, (source, text) in enumerate(CELLS.values(), start=1)])
+    """The cells above, each with its committed output as Jupyter stores it: one stream output per print."""
+    nb = new_notebook(cells=[
+        new_code_cell(source, execution_count=n,
+                      outputs=[new_output("stream", name="stdout", text=line) for line in text.splitlines(True)])
+        for n, (source, text) in enumerate(CELLS.values(), start=1)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
     return path
