@@ -13,6 +13,10 @@ NBVAL  := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-
 # Both cores (pytest-xdist): one test file or notebook per worker, so a module's fixtures are built once
 # and a notebook's cells run in order in one kernel (docs/decisions.md, "CI time"). XDIST= runs serially.
 XDIST  ?= -n 2 --dist loadfile
+# CI makes three fresh environments: pip skips byte-compiling them (Python compiles what it imports).
+ifeq ($(CI),true)
+export PIP_NO_COMPILE := 1
+endif
 # What each role installs (pyproject.toml's extras): a learner JupyterLab only, a teacher nbgrader
 # too; the developers' and CI's environment (every target below but lab and teach) the tests too.
 LEARNER_EXTRAS := lab
