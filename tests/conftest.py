@@ -9,9 +9,8 @@ learner does, and checks both runs against the committed outputs (a cell marked
 ``# NBVAL_IGNORE_OUTPUT`` must still run twice without an error): one kernel per notebook does the
 replay and the rerun check (``tests/test_notebook_reruns.py`` shows that it fails when it should).
 
-Under pytest-xdist (``make unit``/``make replay`` run two workers, one per core) each worker's
-TensorFlow gets one intra-op thread, so two workers do not fight over two cores (docs/decisions.md,
-"CI time").
+``make unit`` and the replays run two pytest-xdist workers; TensorFlow keeps its own thread pools
+there (docs/decisions.md, "CI time", says why).
 """
 
 from __future__ import annotations
