@@ -10,6 +10,13 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # More options for JupyterLab, e.g. make lab LAB_ARGS="--port=8890 --no-browser"
 LAB_ARGS ?=
 NBVAL  := --nbval --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
+# Both cores (pytest-xdist): one test file or notebook per worker, so a module's fixtures are built once
+# and a notebook's cells run in order in one kernel (docs/decisions.md, "CI time"). XDIST= runs serially.
+XDIST  ?= -n 2 --dist loadfile
+# CI makes three fresh environments: pip skips byte-compiling them (Python compiles what it imports).
+ifeq ($(CI),true)
+export PIP_NO_COMPILE := 1
+endif
 # What each role installs (pyproject.toml's extras): a learner JupyterLab only, a teacher nbgrader
 # too; the developers' and CI's environment (every target below but lab and teach) the tests too.
 LEARNER_EXTRAS := lab
@@ -59,11 +66,12 @@ $(STAMP):
 test: unit replay book-check replay-colab browser pythons
 
 unit: $(STAMP)
-	$(PY) -m pytest -q --doctest-modules src/helpers tools tests --ignore=tests/test_browser.py \
+	$(PY) -m pytest -q $(XDIST) --doctest-modules src/helpers tools tests --ignore=tests/test_browser.py \
 	  --ignore=tests/test_pythons.py --ignore=tests/test_book.py
 
+## make replay: every notebook replayed with nbval, each cell run twice in a row (both runs as committed)
 replay: $(STAMP)
-	$(PY) -m pytest -q -p tests.conftest $(NBVAL) $(NB)
+	$(PY) -m pytest -q $(XDIST) -p tests.conftest $(NBVAL) --nbval-cells-twice $(NB)
 
 $(COLAB_VENV)/.installed: pyproject.toml constraints-colab.txt
 	@test -n "$(COLAB_PYTHON)" || echo "note: Python 3.13 not found; replaying Colab's packages on $(PYTHON)"
@@ -73,13 +81,13 @@ $(COLAB_VENV)/.installed: pyproject.toml constraints-colab.txt
 ##                    the set-up tests and the upstream tripwires there
 replay-colab: $(COLAB_VENV)/.installed
 	$(COLAB_VENV)/bin/python -c "import sys, tensorflow as tf, keras; print(f'Colab stack: Python {sys.version.split()[0]}, TensorFlow {tf.__version__}, Keras {keras.__version__}')" 2>/dev/null
-	$(COLAB_VENV)/bin/python -m pytest -q -p tests.conftest $(NBVAL) $(NB)
-	$(COLAB_VENV)/bin/python -m pytest -q tests/test_runtime.py tests/test_upstream.py
+	$(COLAB_VENV)/bin/python -m pytest -q $(XDIST) -p tests.conftest $(NBVAL) $(NB)
+	$(COLAB_VENV)/bin/python -m pytest -q $(XDIST) tests/test_runtime.py tests/test_upstream.py
 
 ## make browser: every notebook opened in JupyterLab in headless Chromium, Run All Cells, checked;
-##               screenshots in build/screenshots/
+##               screenshots in build/browser/ (two workers, each its own JupyterLab and Chromium)
 browser: $(STAMP) chromium
-	$(PY) -m pytest -q -rs tests/test_browser.py
+	$(PY) -m pytest -q -rs $(if $(XDIST),-n 2 --dist load) tests/test_browser.py
 
 ## make chromium: Debian's Chromium for the browser test (installed with apt-get in CI, as root;
 ##                elsewhere it says how to get it)

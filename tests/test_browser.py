@@ -19,6 +19,7 @@ get it; in CI (``CI=true``) they fail instead.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -87,10 +88,27 @@ def learner_lab(tmp_path_factory, browser):
 def timings():
     times: dict[str, float] = {}
     yield times
+    _write_times(times)
+
+
+def _write_times(times: dict[str, float]) -> None:
+    """build/browser/times.txt: this run's time per notebook. pytest-xdist's workers (make browser runs
+    two) each add theirs under a lock; a file from an earlier run is replaced."""
+    import fcntl
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"{os.getpid()}-{time.time()}"
+    header = ("Run All Cells in JupyterLab, headless Chromium (this machine, its load at the time, two "
+              f"notebooks at once under make browser; run {run}):")
     OUT.mkdir(parents=True, exist_ok=True)
-    lines = [f"{name}  {seconds:.0f} s" for name, seconds in times.items()]
-    (OUT / "times.txt").write_text("Run All Cells in JupyterLab, headless Chromium (this machine, its load "
-                                   "at the time):\n" + "\n".join(lines) + "\n")
+    with open(OUT / "times.txt", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        lines = handle.read().splitlines()
+        kept = lines[1:] if lines and lines[0] == header else []
+        kept += [f"{name}  {seconds:.0f} s" for name, seconds in times.items()]
+        handle.seek(0)
+        handle.truncate()
+        handle.write("\n".join([header, *sorted(kept)]) + "\n")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -12,11 +12,17 @@ unit`` tests that one fully), in a temporary folder holding the files a clone ha
 3. :data:`FAST_TESTS` with that ``.venv``'s pytest.
 
 Which supported Pythons: by default (``make test``) the newest of each minor version other than the
-running one's, whose wheels differ from the stack ``make unit`` tests. ``PYTHONS=all`` (``make
-pythons PYTHONS=all``) tries every one, such as Debian 12's 3.11.2 beside pyenv's 3.11.7: for a
-Python of the running one's minor version only step 1 runs (the same wheels; step 1 shows that pip
-accepts every pin on it). ``PYTHONS="3.11.2 3.12"`` tries those. To save CI time pip does not
-byte-compile (``PIP_NO_COMPILE=1``): the installed files are the same. Each step's time goes to
+running one's, whose wheels differ from the stack ``make unit`` tests; and of those, the steps
+above run only where nothing else in ``make test`` installs the workbook. On Colab's Python
+(:data:`COLAB_MINOR`, 3.13) ``make replay-colab`` already makes a virtual environment, installs the
+workbook with the test extra and runs the replay and the set-up tests: there this file only asks
+that Python's own pip to resolve ``constraints.txt`` with every extra (``pip install --dry-run``):
+every pin has a wheel for it and accepts it, which is what differs between the two constraints
+files (docs/decisions.md, "CI time"). ``PYTHONS=all`` (``make pythons PYTHONS=all``) runs the steps on
+every one, such as Debian 12's 3.11.2 beside pyenv's 3.11.7 and 3.13: for a Python of the running
+one's minor version only step 1 runs (the same wheels; step 1 shows that pip accepts every pin on it).
+``PYTHONS="3.11.2 3.13"`` runs them on those. To save CI time pip does not byte-compile
+(``PIP_NO_COMPILE=1``): the installed files are the same. Each step's time goes to
 ``build/pythons.txt`` (pip installs from its cache when it can).
 """
 
@@ -41,6 +47,8 @@ FAST_TESTS = ["tests/test_workbook_sync.py", "tests/test_lab.py", "tests/test_st
               "tests/test_arguments.py", "tests/test_tf1.py"]
 VENV_LIMIT_GB = 3.0  # the README: "under 3 GB on disk"
 LOG = ROOT / "build" / "pythons.txt"
+COLAB_MINOR = "3.13"  # make replay-colab installs the workbook on it (the Makefile's COLAB_PYTHON)
+EXTRAS = "lab,teach,test"  # every extra constraints.txt pins
 
 
 def _version(python: str) -> str | None:
@@ -70,16 +78,19 @@ def _by_version(found: dict[str, str]) -> list[tuple[str, str]]:
     return sorted(found.items(), key=lambda item: [int(x) for x in item[0].split(".")])
 
 
-def _selected() -> list[tuple[str, str]]:
+def _selected() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The Pythons to install on (fresh clone, make lab, fast tests), and those only to resolve on."""
     mine = "%d.%d.%d" % sys.version_info[:3]
     found = [(v, p) for v, p in _by_version(pythons_here()) if v != mine]
     wanted = os.environ.get("PYTHONS", "").split()
     if wanted == ["all"]:
-        return found
+        return found, []
     if wanted:
-        return [(v, p) for v, p in found if v in wanted or v.rsplit(".", 1)[0] in wanted]
+        return [(v, p) for v, p in found if v in wanted or v.rsplit(".", 1)[0] in wanted], []
     newest = {v.rsplit(".", 1)[0]: (v, p) for v, p in found}  # sorted: the last of each minor wins
-    return [newest[m] for m in sorted(newest, key=lambda m: int(m.split(".")[1])) if m != mine.rsplit(".", 1)[0]]
+    others = [newest[m] for m in sorted(newest, key=lambda m: int(m.split(".")[1])) if m != mine.rsplit(".", 1)[0]]
+    return ([(v, p) for v, p in others if v.rsplit(".", 1)[0] != COLAB_MINOR],
+            [(v, p) for v, p in others if v.rsplit(".", 1)[0] == COLAB_MINOR])
 
 
 def _clone(target: Path) -> None:
@@ -111,7 +122,7 @@ def _size_gb(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e9
 
 
-SELECTED = _selected()
+SELECTED, RESOLVED_ONLY = _selected()
 UNSUPPORTED = _by_version(pythons_here(REFUSED))
 
 
@@ -158,3 +169,39 @@ def test_a_fresh_clone_installs_and_passes_the_fast_tests(version, python, tmp_p
         assert tests.returncode == 0, tests.stdout[-4000:]
     finally:
         shutil.rmtree(clone, ignore_errors=True)
+
+
+@pytest.mark.skipif(not RESOLVED_ONLY, reason="no Python here that only needs its pins resolved")
+@pytest.mark.parametrize(("version", "python"), RESOLVED_ONLY, ids=[v for v, _ in RESOLVED_ONLY])
+def test_constraints_resolve_on_the_python_the_colab_stack_installs_on(version, python, tmp_path):
+    """That Python's own pip picks exactly constraints.txt's pins, each a wheel it can install."""
+    import json
+
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    clone = tmp_path / "clone"
+    _clone(clone)
+    report = tmp_path / "report.json"
+    proc, seconds = _run([python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                          "--disable-pip-version-check", "--report", str(report), "-c", "constraints.txt",
+                          f".[{EXTRAS}]"], clone)
+    assert proc.returncode == 0, f"pip on Python {version}:\n{proc.stderr[-3000:]}"
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, pinned = line.split("==")
+            pins[canonicalize_name(name)] = pinned
+    chosen = {canonicalize_name(item["metadata"]["name"]): item for item in json.loads(report.read_text())["install"]}
+    chosen.pop("tf-pipelines-workbook")
+    assert {"tensorflow", "keras", "jupyterlab", "nbgrader", "pytest"} <= set(chosen)
+    tag = "cp" + version.rsplit(".", 1)[0].replace(".", "")
+    for name, item in chosen.items():
+        assert name in pins, f"Python {version} installs {name}, which constraints.txt does not pin"
+        assert item["metadata"]["version"] == pins[name], (name, item["metadata"]["version"], pins[name])
+        wheel = item["download_info"]["url"].rsplit("/", 1)[-1]
+        # pip on that Python picks only wheels it can install; an sdist would have to build there
+        assert wheel.endswith(".whl"), f"{name}: no wheel for Python {version}, pip would build {wheel}"
+    tensorflow = chosen["tensorflow"]["download_info"]["url"].rsplit("/", 1)[-1]
+    assert {t.interpreter for t in parse_wheel_filename(tensorflow)[3]} == {tag}, tensorflow
+    _log(f"Python {version} ({python}): constraints.txt resolved with [{EXTRAS}] in {seconds:.0f} s "
+         f"({len(chosen)} wheels; make replay-colab installs and tests the workbook on this Python)")
