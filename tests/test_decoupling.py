@@ -540,10 +540,8 @@ SIGNATURE = [tf.RaggedTensorSpec([None, None, 8], tf.float64, ragged_rank=1), tf
 
 
 def _traces(fun):
-    """How often the bridge's compiled function was traced (the notebook's ``traces``: read from the closure)."""
-    import inspect
-
-    return inspect.getclosurevars(fun).nonlocals["loss_and_grads"].experimental_get_tracing_count()
+    """How often the bridge's compiled function was traced (the bridge hands it out as ``fun.loss_and_grads``)."""
+    return fun.loss_and_grads.experimental_get_tracing_count()
 
 
 def test_the_notebooks_bridge_and_minimize_on_batch_take_the_same_steps(dataset):
@@ -587,6 +585,52 @@ def test_dense_flat_atoms_retrace_per_atom_total_where_the_ragged_bridge_traces_
     assert plain.experimental_get_tracing_count() == len(totals) == 7
     assert 1 < relaxing.experimental_get_tracing_count() < len(totals)
     assert _traces(fun) == 1
+
+
+def test_without_a_signature_ragged_batches_retrace_per_molecule_count_only():
+    """The notebook's Proof until round 6: the same loss as the bridge's, compiled without an
+    ``input_signature``, traces once per molecule count (8, then 4) because a ragged tensor's type
+    leaves the atom count open (``RaggedTensorSpec([8, None, 8])``); the bridge traces once."""
+    data = M.molecule_dataset(60, batch_size=8, seed=0)
+    model = _model(next(iter(data)))
+    fun = _notebook_bridge()(model, LOSS, data.element_spec)
+    theta = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    plain = tf.function(lambda x, y: LOSS(y, model(x, training=False)))
+    for x, y in data:
+        fun(theta, x, y), plain(x, y)
+    shapes = {(int(x.nrows()), int(x.flat_values.shape[0])) for x, _ in data}
+    assert len(shapes) == 7 and _traces(fun) == 1
+    assert plain.experimental_get_tracing_count() == len({int(x.nrows()) for x, _ in data}) == 2
+    assert plain.get_concrete_function(*next(iter(data))).structured_input_signature[0][0].shape.as_list() == [8, None, 8]
+
+
+def test_the_leaky_run_stops_claiming_convergence_after_a_last_step_at_the_same_weights(dataset):
+    """The notebook's Proof until round 6 printed it ("max |Δθ| = 0; loss 2.00 on batch 2 → 8.12 on
+    batch 6"); round 7's figure draws that step dashed. L-BFGS-B from the notebook's start, with a new
+    batch per evaluation: its line search from the batch-2 point ends with a step of 0, so its last
+    accepted point is the batch-2 weights evaluated on batch 6, and SciPy reports convergence."""
+    from scipy.optimize import minimize
+
+    data = M.molecule_dataset(60, batch_size=8, seed=0)
+    keras.utils.set_random_seed(0)
+    model = M.PerAtomEnergy(hidden=16)
+    model(next(iter(data))[0])
+    fun = _notebook_bridge()(model, LOSS, data.element_spec)
+    theta0 = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    pipeline, losses, points, accepted = iter(data.repeat()), [], [], []
+
+    def leaky(theta):
+        points.append(theta.copy())
+        loss, grad = fun(theta, *next(pipeline))
+        losses.append(loss)
+        return loss, grad
+
+    result = minimize(leaky, theta0, jac=True, method="L-BFGS-B", options={"maxiter": 10},
+                      callback=lambda _: accepted.append(len(losses)))
+    assert result.message.startswith("CONVERGENCE") and result.nfev == 7 and accepted == [3, 7]
+    a, b = accepted[0] - 1, accepted[1] - 1
+    assert np.array_equal(points[a], points[b]) and losses[b] > 2 * losses[a]  # same weights, loss rose
+    assert round(losses[a], 2) == 2.0 and round(losses[b], 2) == 8.12
 
 
 def test_the_notebooks_gradient_check_would_catch_a_bridge_that_flattens_in_another_order(dataset):

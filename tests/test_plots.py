@@ -47,7 +47,8 @@ def test_held_vs_leaky_draws_both_runs_alike_and_labels_each_leaky_batch():
     assert drawn(":") == [([1, 2], blue), ([1, 2], red)]  # a rejected trial, joined to the point it was tried from
     assert drawn("--") == []
     texts = {t.get_text(): t for t in ax.texts}
-    assert set(texts) == {"batch 0", "batch 1", "batch 2", "stops after 5 evaluations", "stops after 3 evaluations"}
+    assert set(texts) == {"batch 0", "batch 1", "batch 2", "stops after 5 evaluations", "stops after 3 evaluations",
+                          "rejected: loss rose"}  # the held run's rejected trial says why
     # a label goes under its point when the held run's point at that evaluation is above it (430 > 258, 3.6 > 2.0)
     assert texts["batch 1"].xyann[1] < 0 and texts["batch 2"].xyann[1] < 0 and texts["batch 0"].xyann[1] > 0
     assert all(texts[f"batch {k}"].get_fontsize() >= 9 for k in range(3))  # readable at notebook width
@@ -55,14 +56,15 @@ def test_held_vs_leaky_draws_both_runs_alike_and_labels_each_leaky_batch():
     assert 0.1 / 3 < low <= 0.1 and 430.0 <= high < 430.0 * 3  # every point on the scale, no empty decade
     assert ax.get_xlim()[1] == 5.5  # the x axis ends at the last evaluation
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(legend) == 4 and not any("\n" in t for t in legend) and legend[3].endswith("(its loss was higher)")
+    assert len(legend) == 3 and not any("\n" in t for t in legend) and legend[2].endswith("(its loss rose)")
 
 
 def test_held_vs_leaky_points_at_a_rise_between_accepted_points_of_the_leaky_run():
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4])
     (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
-    assert rise.get_text().startswith("from batch 2 to batch 3\n") and "rose 2.00 → 8.10" in rise.get_text()
+    assert rise.get_text().startswith("from batch 2 to batch 3:\n") and "rose 2.00 → 8.10" in rise.get_text()
     assert 3 < rise.xy[0] < 4 and 2.0 < rise.xy[1] < 8.1  # the arrow ends on the rising segment
+    assert not [line for line in fig.axes[0].lines if line.get_linestyle() == "--"]  # no points: a real step
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 1.5], [3, 4])  # no rise: no arrow
     assert not [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
 
@@ -71,8 +73,10 @@ def test_held_vs_leaky_says_when_the_rise_happened_at_the_same_weights():
     points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5)]  # evaluation 4 is evaluation 3's point
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
     (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
-    assert rise.get_text().startswith("batch 3 ran at the batch 2 weights\n(the line search ended with step 0)")
-    assert rise.xy == (4, 8.1)  # the arrow points at the point itself
+    assert rise.get_text().startswith("same weights, new batch:\n") and "rose 2.00 → 8.10" in rise.get_text()
+    dashed = [list(line.get_xdata()) for line in fig.axes[0].lines if line.get_linestyle() == "--"]
+    assert dashed == [[3, 4]]  # drawn unlike an accepted step: only the batch changed
+    assert rise.xy[0] == 3.5  # the arrow points at that segment
     points[3] = np.full(2, 0.6)  # a real step: the plain wording
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
     assert [t for t in fig.axes[0].texts if t.get_text().startswith("from batch 2 to batch 3")]
@@ -80,7 +84,8 @@ def test_held_vs_leaky_says_when_the_rise_happened_at_the_same_weights():
 
 def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_it():
     fig = plots.held_vs_leaky([4.0, 3.0, 2.0], [3], [4.0], [])  # a trial rejected although its loss fell
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][3] == "trial step rejected"
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][2] == "trial rejected"
+    assert "rejected" in [t.get_text() for t in fig.axes[0].texts]  # the held run's trial, without "loss rose"
 
 
 @pytest.mark.parametrize("args, error, match", [
