@@ -3,6 +3,8 @@
 Each topic adds one test per figure function in its section below.
 """
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -158,7 +160,8 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert texts.count("8/32") == 8 and texts.count("8/12") == 2 and texts.count("4/12") == 2
     assert texts.count("1/4") == 12
     triangles = [line for line in ax.lines if line.get_marker() == "v"]
-    where = [(float(t.get_xdata()[0]), float(t.get_ydata()[0]), matplotlib.colors.to_hex(t.get_color()))
+    # each just inside its update's outline, at its end (rounded up: the example where the update ends)
+    where = [(math.ceil(float(t.get_xdata()[0])), float(t.get_ydata()[0]), matplotlib.colors.to_hex(t.get_color()))
              for t in triangles]
     assert sorted(x for x, _, _ in where) == [32, 32, 32, 44, 44, 60, 76, 76, 88, 88, 88]
     # one meaning for colour in every row: blue, an update equal to one of fit's; vermillion, one fit never makes
@@ -170,7 +173,7 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert len(outlines) == 11  # one per update
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["update = one of fit's batches",
                                                                    "an update fit never makes",
-                                                                   "weighted above its size (1/4 for 4 of 28)"]
+                                                                   "weighted above its size: 4 of the 28 examples, weighted as 1 of 4 micro-batches"]
     # the legend's keys look like the updates they name: a light fill inside a thick outline of the colour
     keys = ax.get_legend().get_patches()
     assert [matplotlib.colors.to_hex(k.get_edgecolor()) for k in keys[:2]] == [blue, vermillion]

@@ -559,7 +559,7 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
 
 # --------------------------------------------------------------------------- several workers (issue 23)
 # One cluster of two local workers (helpers.workers.run_workers) checks every fact at once; the
-# facts are taught in notebook 02's "Beyond one machine" and in docs/multi-worker.md.
+# facts are taught in notebook 02's "Optional: several GPUs or machines" and in docs/multi-worker.md.
 
 MULTI = "notebooks/02_gradient_accumulation.ipynb"
 MULTI_DOCS = "docs/multi-worker.md"
@@ -631,10 +631,10 @@ def test_multi_worker_fit_builtin_accumulation_sharding_sigterm_and_collective_t
 
     first, second = run_workers(_multi_worker_facts, 2, args=(str(tmp_path / "gave_up"),), timeout=600)
     assert first["fit"].startswith("ValueError: Attempt to convert a value (PerReplica"), lesson(
-        MULTI, "Beyond one machine", "model.fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585); "
+        MULTI, "Optional: several GPUs or machines", "model.fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585); "
         "it gave: " + first["fit"][:200])
     assert first["builtin"].startswith("RuntimeError") and "merge_call" in first["builtin"], lesson(
-        MULTI, "Beyond one machine", "Keras' gradient_accumulation_steps fails in a custom step under "
+        MULTI, "Optional: several GPUs or machines", "Keras' gradient_accumulation_steps fails in a custom step under "
         "MultiWorkerMirroredStrategy ('merge_call called while defining a new graph'); it gave: "
         + first["builtin"][:200])
     assert (first["shards"]["AUTO"], second["shards"]["AUTO"]) == ([[0, 1], [4, 5]], [[2, 3], [6, 7]]), lesson(

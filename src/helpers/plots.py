@@ -239,7 +239,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     outline groups the micro-batches of one update, a triangle marks where it is applied, a dashed line
     each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
     (vermillion), in every row alike; a micro-batch weighted above its share of its update's examples
-    (the trap: 1/4 for 4 of 28) is filled solid vermillion.
+    (the trap: 4 of the 28 examples, weighted as 1 of 4 micro-batches) is filled solid vermillion.
 
     >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
     >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
@@ -274,7 +274,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ends = list(itertools.accumulate(sum(w) for w in ours))
     fit_batches = {(end - sum(w), sum(w)) for end, w in zip(ends, ours)}  # (first example, examples) of fit's
     total = epochs * sum(sizes)
-    fig, ax = new_figure(width=10, height=4.2)
+    fig, ax = new_figure(width=10, height=4.5)
     ax.grid(False)
     over = ""  # the first micro-batch weighted above its share, named in the legend
     for row, (label, windows, rule) in enumerate(rows):
@@ -285,7 +285,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             first = start
             for size in window:
                 heavy = rule == "equal" and Fraction(1, len(window)) > Fraction(size, sum(window))
-                over = over or (f"{Fraction(1, len(window))} for {size} of {sum(window)}" if heavy else "")
+                over = over or (f"{size} of the {sum(window)} examples, weighted as 1 of {len(window)} micro-batches"
+                                if heavy else "")
                 ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=_NOT_FIT if heavy else color,
                                            alpha=0.85 if heavy else 0.3, edgecolor="grey", linewidth=0.6))
                 share = {"batch": f"{size}", "size": f"{size}/{sum(window)}",
@@ -296,7 +297,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             inset = total * 0.003  # a gap between the outlines of two updates
             ax.add_patch(plt.Rectangle((first + inset, y - 0.37), start - first - 2 * inset, 0.74,
                                        facecolor="none", edgecolor=color, linewidth=2.2))
-            ax.plot([start], [y + 0.47], marker="v", color=color, markersize=9, markeredgecolor="black")
+            ax.plot([start - 2 * inset], [y + 0.47], marker="v", color=color, markersize=7, markeredgecolor="black")
         for size in (waiting if rule == "equal" else []):
             ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor="white", hatch="///",
                                        edgecolor="grey", linewidth=0.8))
@@ -310,15 +311,15 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_xlim(0, total * 1.12)
     ax.set_ylim(-len(rows) + 0.25, 1.15)
     ax.set_xlabel("examples read (a box is as wide as its micro-batch)")
-    ax.set_title("A box: one micro-batch's gradient (one tape) × the weight written in it.\n"
-                 "An outline: one update, the sum of its boxes, applied once at ▼")
+    ax.set_title("Each box is one micro-batch, labelled with the weight its gradient gets.\n"
+                 "Each outline is one update: its boxes' weighted gradients added up, applied once at ▼")
     keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
             for color, label in [(_SAME_AS_FIT, "update = one of fit's batches"),
                                  (_NOT_FIT, "an update fit never makes")]]
     if over:
         keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
-                          label=f"weighted above its size ({over})"))
-    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=len(keys), fontsize=9)
+                          label=f"weighted above its size: {over}"))
+    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=2, fontsize=9)
     ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
     return fig
