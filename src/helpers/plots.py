@@ -591,7 +591,8 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
     if every is not None:
         for k, t in enumerate(range(every, steps, every)):  # synced in step t, after t's evaluation
             ax.axvspan(t, t + 1, color="grey", alpha=0.18, lw=0,
-                       label=f"sync of the every-{every} copy:\nafter step {every}'s evaluation, …" if k == 0 else "_nolegend_")
+                       label=f"shaded: the every-{every} copy's sync,\nafter the evaluation of step {every}, {2 * every}, ..."
+                       if k == 0 else "_nolegend_")
     ax.set_xlim(0, steps + 1)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("training step t (B has had t updates)")
@@ -616,7 +617,7 @@ def snapshot_step_order(steps: int = 2) -> Any:
     >>> fig = snapshot_step_order(2)
     >>> phases = ("evaluate", "tape", "sync", "apply")
     >>> [t.get_text().split()[0] for t in fig.axes[0].texts if t.get_text().startswith(phases)][:4]
-    ['evaluate', 'tape.gradient:', 'sync:', 'apply']
+    ['evaluate:', 'tape.gradient:', 'sync():', 'apply_gradients:']
     """
     from matplotlib.patches import FancyBboxPatch, Patch
 
@@ -632,10 +633,10 @@ def snapshot_step_order(steps: int = 2) -> Any:
     colors = {3.0: COLORS[4], 2.0: COLORS[0], 1.0: COLORS[3], 0.0: COLORS[2]}
     gap, width = 2.0, 8.6  # between phases, between steps
     for k in range(steps):
-        phases = [("evaluate both\non A(x): one loss", (k, k, k - 1, None), ()),
-                  ("tape.gradient:\ngradients g", (k, k, k - 1, k), ("gradients",)),
-                  ("sync: past B ← B\n(weights + BN stats)", (k, k, k, None), ("past B (frozen copy)",)),
-                  ("apply g to A, B\n(not to past B)", (k + 1, k + 1, k, None), ("A (trained)", "B (trained)"))]
+        phases = [("evaluate: B and past B\npredict; one loss", (k, k, k - 1, None), ()),
+                  ("tape.gradient:\nthe gradients g", (k, k, k - 1, k), ("gradients",)),
+                  ("sync(): past B\ntakes B's state", (k, k, k, None), ("past B (frozen copy)",)),
+                  ("apply_gradients:\nA and B move by g", (k + 1, k + 1, k, None), ("A (trained)", "B (trained)"))]
         for j, (phase, held, changed) in enumerate(phases):
             x = width * k + gap * j
             ax.text(x, 3.75, phase, ha="center", va="center", fontsize=9, linespacing=1.3)
