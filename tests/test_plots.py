@@ -331,7 +331,7 @@ def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_on
     fig = plots.snapshot_step_order(2)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert [t for t in texts if t.startswith(("evaluate", "tape", "sync", "apply"))] == [
-        "evaluate: B and past B\npredict; one loss", "tape.gradient:\nthe gradients g", "sync(): past B\ntakes B's state",
+        "evaluate: B and\npast B; one loss", "tape.gradient:\nthe gradients g", "sync(): past B\ntakes B's state",
         "apply_gradients:\nA and B move by g"] * 2
     key = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]  # the key is a legend, not a footnote
     assert key[0].startswith("boxed: what this phase changes") and any("A's weights" in k for k in key)

@@ -633,7 +633,7 @@ def snapshot_step_order(steps: int = 2) -> Any:
     colors = {3.0: COLORS[4], 2.0: COLORS[0], 1.0: COLORS[3], 0.0: COLORS[2]}
     gap, width = 2.0, 8.6  # between phases, between steps
     for k in range(steps):
-        phases = [("evaluate: B and past B\npredict; one loss", (k, k, k - 1, None), ()),
+        phases = [("evaluate: B and\npast B; one loss", (k, k, k - 1, None), ()),
                   ("tape.gradient:\nthe gradients g", (k, k, k - 1, k), ("gradients",)),
                   ("sync(): past B\ntakes B's state", (k, k, k, None), ("past B (frozen copy)",)),
                   ("apply_gradients:\nA and B move by g", (k + 1, k + 1, k, None), ("A (trained)", "B (trained)"))]
