@@ -323,6 +323,10 @@ def test_snapshot_lag_shades_each_sync_across_the_drop_of_the_periodic_curve():
         plots.snapshot_lag({"bad": np.zeros((2, 2))})
     with pytest.raises(ValueError, match="every must be a positive"):
         plots.snapshot_lag(curves, every=0)
+    computed = plots.snapshot_lag(curves, computed=("soft",)).axes[0].get_lines()  # a computed curve: dashed
+    assert [line.get_linestyle() for line in computed] == ["-", "-", "--"]
+    with pytest.raises(ValueError, match=r"computed names curves that are not in curves: \['nope'\]"):
+        plots.snapshot_lag(curves, computed=("nope",))
 
 
 def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_one_update_behind():

@@ -554,7 +554,8 @@ def validation_passes(train_loss: Any, val_curve: list[tuple[int, float]],
 # --------------------------------------------------------------------------- 05 network snapshots
 
 
-def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None) -> Any:
+def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None,
+                 computed: tuple[str, ...] = ()) -> Any:
     """How many steps a past network is behind the current one when step t uses it: one line per way
     of refreshing it.
 
@@ -563,8 +564,9 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
     after k updates, or the average age of a soft copy's mix of B's earlier weights. ``every`` shades
     each hard sync of a periodic copy, made in steps ``every``, ``2 every``, … right after their
     evaluation: the band spans the drop, from the step furthest behind to the next one, 1 behind.
-    ``level = (value, label)`` draws a dashed horizontal reference (a soft copy's ``1/τ``). The legend
-    sits to the right of the axes.
+    ``level = (value, label)`` draws a dashed horizontal reference (a soft copy's ``1/τ``). The curves
+    named in ``computed`` (values computed from a rule, not measured) are drawn dashed. The legend sits
+    to the right of the axes.
 
     >>> import numpy as np
     >>> fig = snapshot_lag({"hard, every step": np.ones(20), "hard, every 10": np.arange(20) % 10 + 1.0}, every=10)
@@ -582,9 +584,14 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
         arrays[name] = np.asarray(curve, dtype=float)
         if arrays[name].ndim != 1 or arrays[name].size == 0:
             raise ValueError(f"curves[{name!r}] must be a non-empty 1-D sequence of lags, got shape {arrays[name].shape}")
+    unknown = [name for name in computed if name not in arrays]
+    if unknown:
+        raise ValueError(f"computed names curves that are not in curves: {unknown}")
     fig, ax = new_figure(width=10.0, height=4.6)
     for (name, curve), width in zip(arrays.items(), [2.5, 1.8, 1.8, 1.8, 1.8, 1.8]):
-        ax.plot(np.arange(1, curve.size + 1), curve, lw=width, marker="o", ms=2.5, label=name)
+        dashed = name in computed
+        ax.plot(np.arange(1, curve.size + 1), curve, lw=width, ls="--" if dashed else "-",
+                marker=None if dashed else "o", ms=2.5, label=name)
     steps = max(curve.size for curve in arrays.values())
     if level is not None:
         ax.axhline(level[0], color="grey", ls="--", lw=1, label=level[1])
