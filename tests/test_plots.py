@@ -359,7 +359,7 @@ def test_snapshot_lag_shades_each_sync_across_the_drop_of_the_periodic_curve():
     assert len(level) == 1 and list(level[0].get_ydata()) == [10.0, 10.0]
     legend = ax.get_legend()
     assert [text.get_text() for text in legend.get_texts()] == list(curves) + [
-        "1/τ = 10", "sync of the every-10 copy:\nafter step 10's evaluation, …"]  # one entry for the bands
+        "1/τ = 10", "shaded: the every-10 copy's sync,\nafter the evaluation of step 10, 20, ..."]  # one entry for the bands
     assert legend.get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1  # beside the axes, not over the lines
     assert ax.get_xlabel().startswith("training step t") and "behind" in ax.get_ylabel()
     with pytest.raises(ValueError, match="at least one"):
@@ -368,6 +368,10 @@ def test_snapshot_lag_shades_each_sync_across_the_drop_of_the_periodic_curve():
         plots.snapshot_lag({"bad": np.zeros((2, 2))})
     with pytest.raises(ValueError, match="every must be a positive"):
         plots.snapshot_lag(curves, every=0)
+    computed = plots.snapshot_lag(curves, computed=("soft",)).axes[0].get_lines()  # a computed curve: dashed
+    assert [line.get_linestyle() for line in computed] == ["-", "-", "--"]
+    with pytest.raises(ValueError, match=r"computed names curves that are not in curves: \['nope'\]"):
+        plots.snapshot_lag(curves, computed=("nope",))
 
 
 def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_one_update_behind():
@@ -376,8 +380,8 @@ def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_on
     fig = plots.snapshot_step_order(2)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert [t for t in texts if t.startswith(("evaluate", "tape", "sync", "apply"))] == [
-        "evaluate both\non A(x): one loss", "tape.gradient:\ngradients g", "sync: past B ← B\n(weights + BN stats)",
-        "apply g to A, B\n(not to past B)"] * 2
+        "evaluate: B and\npast B; one loss", "tape.gradient:\nthe gradients g", "sync(): past B\ntakes B's state",
+        "apply_gradients:\nA and B move by g"] * 2
     key = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]  # the key is a legend, not a footnote
     assert key[0].startswith("boxed: what this phase changes") and any("A's weights" in k for k in key)
     assert any(t.startswith("Synced before the evaluation instead") for t in texts)  # why not sync first

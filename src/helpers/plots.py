@@ -577,7 +577,8 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
 # --------------------------------------------------------------------------- 05 network snapshots
 
 
-def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None) -> Any:
+def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None,
+                 computed: tuple[str, ...] = ()) -> Any:
     """How many steps a past network is behind the current one when step t uses it: one line per way
     of refreshing it.
 
@@ -586,8 +587,9 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
     after k updates, or the average age of a soft copy's mix of B's earlier weights. ``every`` shades
     each hard sync of a periodic copy, made in steps ``every``, ``2 every``, … right after their
     evaluation: the band spans the drop, from the step furthest behind to the next one, 1 behind.
-    ``level = (value, label)`` draws a dashed horizontal reference (a soft copy's ``1/τ``). The legend
-    sits to the right of the axes.
+    ``level = (value, label)`` draws a dashed horizontal reference (a soft copy's ``1/τ``). The curves
+    named in ``computed`` (values computed from a rule, not measured) are drawn dashed. The legend sits
+    to the right of the axes.
 
     >>> import numpy as np
     >>> fig = snapshot_lag({"hard, every step": np.ones(20), "hard, every 10": np.arange(20) % 10 + 1.0}, every=10)
@@ -605,16 +607,22 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
         arrays[name] = np.asarray(curve, dtype=float)
         if arrays[name].ndim != 1 or arrays[name].size == 0:
             raise ValueError(f"curves[{name!r}] must be a non-empty 1-D sequence of lags, got shape {arrays[name].shape}")
+    unknown = [name for name in computed if name not in arrays]
+    if unknown:
+        raise ValueError(f"computed names curves that are not in curves: {unknown}")
     fig, ax = new_figure(width=10.0, height=4.6)
     for (name, curve), width in zip(arrays.items(), [2.5, 1.8, 1.8, 1.8, 1.8, 1.8]):
-        ax.plot(np.arange(1, curve.size + 1), curve, lw=width, marker="o", ms=2.5, label=name)
+        dashed = name in computed
+        ax.plot(np.arange(1, curve.size + 1), curve, lw=width, ls="--" if dashed else "-",
+                marker=None if dashed else "o", ms=2.5, label=name)
     steps = max(curve.size for curve in arrays.values())
     if level is not None:
         ax.axhline(level[0], color="grey", ls="--", lw=1, label=level[1])
     if every is not None:
         for k, t in enumerate(range(every, steps, every)):  # synced in step t, after t's evaluation
             ax.axvspan(t, t + 1, color="grey", alpha=0.18, lw=0,
-                       label=f"sync of the every-{every} copy:\nafter step {every}'s evaluation, …" if k == 0 else "_nolegend_")
+                       label=f"shaded: the every-{every} copy's sync,\nafter the evaluation of step {every}, {2 * every}, ..."
+                       if k == 0 else "_nolegend_")
     ax.set_xlim(0, steps + 1)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("training step t (B has had t updates)")
@@ -639,7 +647,7 @@ def snapshot_step_order(steps: int = 2) -> Any:
     >>> fig = snapshot_step_order(2)
     >>> phases = ("evaluate", "tape", "sync", "apply")
     >>> [t.get_text().split()[0] for t in fig.axes[0].texts if t.get_text().startswith(phases)][:4]
-    ['evaluate', 'tape.gradient:', 'sync:', 'apply']
+    ['evaluate:', 'tape.gradient:', 'sync():', 'apply_gradients:']
     """
     from matplotlib.patches import FancyBboxPatch, Patch
 
@@ -655,10 +663,10 @@ def snapshot_step_order(steps: int = 2) -> Any:
     colors = {3.0: COLORS[4], 2.0: COLORS[0], 1.0: COLORS[3], 0.0: COLORS[2]}
     gap, width = 2.0, 8.6  # between phases, between steps
     for k in range(steps):
-        phases = [("evaluate both\non A(x): one loss", (k, k, k - 1, None), ()),
-                  ("tape.gradient:\ngradients g", (k, k, k - 1, k), ("gradients",)),
-                  ("sync: past B ← B\n(weights + BN stats)", (k, k, k, None), ("past B (frozen copy)",)),
-                  ("apply g to A, B\n(not to past B)", (k + 1, k + 1, k, None), ("A (trained)", "B (trained)"))]
+        phases = [("evaluate: B and\npast B; one loss", (k, k, k - 1, None), ()),
+                  ("tape.gradient:\nthe gradients g", (k, k, k - 1, k), ("gradients",)),
+                  ("sync(): past B\ntakes B's state", (k, k, k, None), ("past B (frozen copy)",)),
+                  ("apply_gradients:\nA and B move by g", (k + 1, k + 1, k, None), ("A (trained)", "B (trained)"))]
         for j, (phase, held, changed) in enumerate(phases):
             x = width * k + gap * j
             ax.text(x, 3.75, phase, ha="center", va="center", fontsize=9, linespacing=1.3)
