@@ -1152,36 +1152,65 @@ def _notebook_accumulating_model():
     return scope["Accumulating"]
 
 
+class _AccumulatingFull(keras.Model):
+    """docs/accumulation.md's full train_step: the notebook's Accumulating plus the production additions
+    (dict inputs through tf.nest, compile's metrics, mixed precision's loss scale). Keep the two in step."""
+
+    def __init__(self, *args, micro_size=64, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.micro_size, self.loss_tracker = micro_size, keras.metrics.Mean(name="loss")  # tracked: fit resets it
+
+    @tf.function
+    def train_step(self, data):
+        x, y = data                                                   # tensors, or dicts of tensors
+        n = tf.shape(tf.nest.flatten(x)[0])[0]
+        sums = [tf.zeros_like(v) for v in self.trainable_variables]
+        for i in tf.range(0, n, self.micro_size):
+            x_k, y_k = tf.nest.map_structure(lambda t: t[i:i + self.micro_size], (x, y))  # every input sliced
+            n_k = tf.cast(tf.shape(tf.nest.flatten(x_k)[0])[0], tf.float32)
+            with tf.GradientTape() as tape:
+                y_pred = self(x_k, training=True)
+                loss = self.compute_loss(y=y_k, y_pred=y_pred)
+                scaled = self.optimizer.scale_loss(loss)              # mixed precision: x the loss scale
+            sums = [s + n_k * g for s, g in zip(sums, tape.gradient(scaled, self.trainable_variables))]
+            self.loss_tracker.update_state(loss, sample_weight=n_k)
+            self.compute_metrics(x_k, y_k, y_pred)                    # compile(metrics=[...])
+        n = tf.cast(n, tf.float32)
+        self.optimizer.apply_gradients([(s / n, v) for s, v in zip(sums, self.trainable_variables)])
+        return {**self.get_metrics_result(), "loss": self.loss_tracker.result()}  # ours replaces Keras' unused loss
+
+
 @pytest.mark.parametrize("make_optimizer", [
     lambda: keras.optimizers.Adam(0.05),
     lambda: keras.optimizers.SGD(0.5, global_clipnorm=0.05),
 ], ids=["adam", "global_clipnorm"])
-def test_notebook_train_step_in_compiled_fit_equals_fit_on_the_large_batches(make_optimizer):
-    accumulating = _notebook_accumulating_model()
+@pytest.mark.parametrize("full", [False, True], ids=["notebook", "full"])
+def test_train_step_in_compiled_fit_equals_fit_on_the_large_batches(make_optimizer, full):
+    accumulating = _AccumulatingFull if full else _notebook_accumulating_model()
     x, y = _data(30)
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(12)  # 12, 12, 6: micro-batches 5, 5, 2 and 5, 1
     base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
-    inside, ref = accumulating(base.inputs, base.outputs), _model(kernel_regularizer=keras.regularizers.L2(1e-2))
-    inside.micro_size = 5
-    inside.compile(optimizer=make_optimizer(), loss=MSE, metrics=["mae"])
-    ref.compile(optimizer=make_optimizer(), loss=MSE, metrics=["mae"])
+    inside, ref = accumulating(base.inputs, base.outputs, micro_size=5), _model(
+        kernel_regularizer=keras.regularizers.L2(1e-2))
+    metrics = ["mae"] if full else []
+    inside.compile(optimizer=make_optimizer(), loss=MSE, metrics=metrics)
+    ref.compile(optimizer=make_optimizer(), loss=MSE, metrics=metrics)
     got, want = (m.fit(data, epochs=2, verbose=0).history for m in (inside, ref))
     assert _max_diff(inside.get_weights(), ref.get_weights()) < 1e-6
-    assert np.allclose(got["loss"], want["loss"], rtol=1e-5) and np.allclose(got["mae"], want["mae"], rtol=1e-5)
+    assert sorted(got) == sorted(want)
+    assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)  # loss (and mae): means over examples
     assert int(inside.optimizer.iterations) == 6
 
 
-def test_notebook_train_step_slices_a_dict_of_inputs():
-    accumulating = _notebook_accumulating_model()
+def test_full_train_step_slices_a_dict_of_inputs():
     x, y = _data(20)
     keras.utils.set_random_seed(0)
     a, b = keras.Input((2,), name="a"), keras.Input((2,), name="b")
     out = keras.layers.Dense(1)(keras.layers.Dense(8, activation="tanh")(keras.layers.Concatenate()([a, b])))
-    inside = accumulating({"a": a, "b": b}, out)
+    inside = _AccumulatingFull({"a": a, "b": b}, out, micro_size=6)
     ref = keras.Model({"a": a, "b": b}, out)  # the same layers: trained one after the other from the same start
     start = [w.copy() for w in ref.get_weights()]
     data = tf.data.Dataset.from_tensor_slices(({"a": x[:, :2], "b": x[:, 2:]}, y)).batch(20)
-    inside.micro_size = 6
     inside.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
     inside.fit(data, epochs=1, verbose=0)
     got = [w.copy() for w in inside.get_weights()]
@@ -1189,6 +1218,19 @@ def test_notebook_train_step_slices_a_dict_of_inputs():
     ref.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
     ref.fit(data, epochs=1, verbose=0)
     assert _max_diff(got, ref.get_weights()) < 1e-6
+
+
+def test_full_train_step_under_mixed_precision_equals_fit(mixed_float16):
+    x, y = _regression(96, 0.0)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(48)
+    base, ref = _mixed_model(), _mixed_model()
+    inside = _AccumulatingFull(base.inputs, base.outputs, micro_size=16)
+    inside.compile(optimizer=_lso(), loss=MSE)
+    ref.compile(optimizer=_lso(), loss=MSE)
+    inside.fit(data, epochs=1, verbose=0)
+    ref.fit(data, epochs=1, verbose=0)
+    moved = _max_diff(ref.get_weights(), _mixed_model().get_weights())
+    assert moved > 1e-3 and _max_diff(inside.get_weights(), ref.get_weights()) < 1e-2 * moved
 
 
 def test_keras_compiled_fit_counts_an_extra_optimizer_step_per_epoch_on_data_of_unknown_length():

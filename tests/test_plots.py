@@ -173,7 +173,10 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert len(outlines) == 11  # one per update
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["update = one of fit's batches",
                                                                    "an update fit never makes",
-                                                                   "weighted above its size: 4 of the 28 examples, weighted as 1 of 4 micro-batches"]
+                                                                   "weighted above its size: a micro-batch of 4 (the last of the 28 examples),\n"
+                                                                   "weighted as 1 of 4 micro-batches"]
+    assert ax.get_yticklabels()[1].get_text() == "ours: each batch of 32,\nsplit into micro-batches of 8"
+    assert ax.get_xlim()[1] < 89  # the axis ends with the data
     # the legend's keys look like the updates they name: a light fill inside a thick outline of the colour
     keys = ax.get_legend().get_patches()
     assert [matplotlib.colors.to_hex(k.get_edgecolor()) for k in keys[:2]] == [blue, vermillion]

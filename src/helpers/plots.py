@@ -239,7 +239,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     outline groups the micro-batches of one update, a triangle marks where it is applied, a dashed line
     each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
     (vermillion), in every row alike; a micro-batch weighted above its share of its update's examples
-    (the trap: 4 of the 28 examples, weighted as 1 of 4 micro-batches) is filled solid vermillion.
+    (the trap: a micro-batch of 4, the last of 28 examples, weighted as 1 of 4 micro-batches) is filled solid vermillion.
 
     >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
     >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
@@ -268,7 +268,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     per_epoch = " + ".join(str(sum(w)) for w in _windows(sizes, steps, 1, per_epoch=True))
     rows = [
         (f"fit(batch_size={large})\nbatches of {per_epoch} per epoch", [[sum(w)] for w in ours], "batch"),
-        (f"ours: each batch of {large} in\nmicro-batches of {sizes[0]} (and the helper)", ours, "size"),
+        (f"ours: each batch of {large},\nsplit into micro-batches of {sizes[0]}", ours, "size"),
         (f"Keras' built-in\ngradient_accumulation_steps={steps}", keras_applied, "equal"),
     ]
     ends = list(itertools.accumulate(sum(w) for w in ours))
@@ -285,8 +285,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             first = start
             for size in window:
                 heavy = rule == "equal" and Fraction(1, len(window)) > Fraction(size, sum(window))
-                over = over or (f"{size} of the {sum(window)} examples, weighted as 1 of {len(window)} micro-batches"
-                                if heavy else "")
+                over = over or (f"a micro-batch of {size} (the last of the {sum(window)} examples),\n"
+                                f"weighted as 1 of {len(window)} micro-batches" if heavy else "")
                 ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=_NOT_FIT if heavy else color,
                                            alpha=0.85 if heavy else 0.3, edgecolor="grey", linewidth=0.6))
                 share = {"batch": f"{size}", "size": f"{size}/{sum(window)}",
@@ -303,12 +303,12 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
                                        edgecolor="grey", linewidth=0.8))
             start += size
         late = f"\n+{len(waiting)} micro-batch(es)\nwaiting" if waiting and rule == "equal" else ""
-        ax.text(total * 1.01, y, f"{len(windows)} updates{late}", va="center", fontsize=9)
+        ax.text(total * 1.01, y, f"{len(windows)} updates{late}", va="center", fontsize=9, clip_on=False)
     for epoch in range(1, epochs):
         ax.axvline(epoch * sum(sizes), color="black", ls="--", lw=1.2)
         ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=9, va="bottom")
     ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=9)
-    ax.set_xlim(0, total * 1.12)
+    ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
     ax.set_ylim(-len(rows) + 0.25, 1.15)
     ax.set_xlabel("examples read (a box is as wide as its micro-batch)")
     ax.set_title("Each box is one micro-batch, labelled with the weight its gradient gets.\n"
