@@ -1,0 +1,184 @@
+"""Notebook 02's figures (02 gradient accumulation); :mod:`helpers.plots` re-exports them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from helpers.plots._style import COLORS, new_figure
+
+__all__ = ["accumulation_memory", "accumulation_windows"]
+
+
+def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
+                        fixed_mib: float, fixed_label: str, seconds: list[float] | None = None) -> Any:
+    """Notebook 02's cost figure: the peak memory of one ``effective``-example gradient computed in
+    ``k`` micro-batches, for each ``k`` in ``splits``, relative to the first split's (its MiB in the axis
+    label), each point labelled with its ratio; a tick reads "k × size". A dashed line marks the floor
+    that does not shrink (``fixed_mib``, relative too), labelled ``fixed_label`` (say what it holds).
+    With ``seconds`` (the time of one update in each split), a second panel shows the time per example
+    relative to the first split's. Ratios, because the absolute sizes and times are one machine's.
+
+    >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="weights")
+    >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    ['1 × 4', '2 × 2']
+    >>> len(accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="w",
+    ...                         seconds=[1.0, 1.2]).axes)
+    2
+    """
+    if len(splits) != len(peak_mib) or not splits:
+        raise ValueError(f"splits and peak_mib must be non-empty and of equal length, got "
+                         f"{len(splits)} and {len(peak_mib)}")
+    if any(k < 1 or effective % k for k in splits):
+        raise ValueError(f"every split must divide effective={effective} into equal micro-batches, got {splits}")
+    if not all(mib > 0 for mib in peak_mib):
+        raise ValueError(f"peak_mib must hold positive sizes, got {peak_mib}")
+    if seconds is not None and (len(seconds) != len(splits) or not all(s > 0 for s in seconds)):
+        raise ValueError(f"seconds must hold one positive time per split ({len(splits)}), got {seconds}")
+    fig, axes = new_figure(1 if seconds is None else 2, width=6.5 if seconds is None else 11, height=3.8)
+    ax = axes if seconds is None else axes[0]
+    ticks = [f"{k} × {effective // k}" for k in splits]
+    relative = [mib / peak_mib[0] for mib in peak_mib]
+    ax.plot(splits, relative, "o-", label="peak memory of one gradient")
+    ax.axhline(fixed_mib / peak_mib[0], color="grey", ls="--", lw=1.5, label=fixed_label)
+    for k, ratio in zip(splits[1:], relative[1:]):
+        ax.annotate(f"{ratio:.2f}x", (k, ratio), textcoords="offset points", xytext=(0, 8), ha="center")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(splits, ticks)
+    ax.minorticks_off()
+    ax.set_xlabel(f"micro-batches × examples in each ({effective} in all)")
+    ax.set_ylabel(f"peak memory (1 = {peak_mib[0]:.3g} MiB)")
+    ax.set_ylim(0, 1.15)
+    ax.set_title("memory: smaller micro-batches, down to a floor")
+    ax.legend(loc="upper right", fontsize=9)
+    if seconds is not None:
+        relative_time = [s / seconds[0] for s in seconds]  # the same examples in every split: per example too
+        bars = axes[1].bar(ticks, relative_time, color=COLORS[0], alpha=0.7)
+        for bar, ratio in zip(bars, relative_time):
+            axes[1].annotate(f"{ratio:.2f}x", (bar.get_x() + bar.get_width() / 2, ratio),
+                             textcoords="offset points", xytext=(0, 3), ha="center")
+        axes[1].set_xlabel(f"micro-batches × examples in each ({effective} in all)")
+        axes[1].set_ylabel(f"time per example (1 = {seconds[0] / effective * 1e6:.3g} µs)")
+        axes[1].set_ylim(0, max(relative_time) * 1.15)  # room for the top label
+        axes[1].set_title(f"time per example (one update of {effective})")
+        axes[1].grid(axis="x", visible=False)
+    fig.tight_layout()
+    return fig
+
+
+# The picture's two colours (Okabe and Ito's colour-blind-safe blue and vermillion): an update that equals
+# one of fit's large batches (the same examples, each weighted by its size), and one that does not.
+_SAME_AS_FIT, _NOT_FIT = "#0072B2", "#D55E00"
+
+
+def _windows(sizes: list[int], steps: int, epochs: int, *, per_epoch: bool) -> list[list[int]]:
+    """The micro-batch sizes of each update: ``steps`` micro-batches per window, the window either
+    restarting at every epoch (a partial window applied at the epoch's end) or counted globally."""
+    windows: list[list[int]] = []
+    current: list[int] = []
+    for epoch in range(epochs):
+        for i, size in enumerate(sizes, start=1):
+            current.append(size)
+            if len(current) == steps or (per_epoch and i == len(sizes)):
+                windows.append(current)
+                current = []
+    return windows + ([current] if current else [])
+
+
+def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
+    """Notebook 02's picture: which micro-batches make each update, and with what weight.
+
+    ``sizes``: the examples of each micro-batch of one epoch, in order; ``steps`` micro-batches
+    make a large batch; ``epochs`` passes. Three rows share one axis of examples read: the large
+    batches (``fit(batch_size=steps * sizes[0])``, one box per batch), the size-weighted loop (each
+    large batch split into its micro-batches, each labelled with its share ``n / batch``; the helper
+    makes the same updates) and Keras' ``gradient_accumulation_steps`` (one global counter; every
+    micro-batch weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). An
+    outline groups the micro-batches of one update, a triangle marks where it is applied, a dashed line
+    each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
+    (vermillion), in every row alike; a micro-batch weighted above its share of its update's examples
+    (the trap: a micro-batch of 4, the last of 28 examples, weighted as 1 of 4 micro-batches) is filled solid vermillion.
+
+    >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
+    >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
+    ['4 updates', '4 updates', '3 updates']
+    """
+    import itertools
+    from fractions import Fraction
+
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+    from matplotlib.patches import Patch
+
+    from helpers.arguments import require_int
+
+    sizes = list(sizes)
+    if not sizes:
+        raise ValueError("sizes is empty: give the examples of each micro-batch of one epoch")
+    for i, size in enumerate(sizes):
+        require_int(f"sizes[{i}]", size, minimum=1)
+    require_int("steps", steps, minimum=1)
+    require_int("epochs", epochs, minimum=1)
+    ours = _windows(sizes, steps, epochs, per_epoch=True)
+    keras_applied = _windows(sizes, steps, epochs, per_epoch=False)
+    waiting = keras_applied.pop() if len(keras_applied[-1]) < steps else []  # never applied: kept in Keras' sums
+    large = steps * sizes[0]
+    per_epoch = " + ".join(str(sum(w)) for w in _windows(sizes, steps, 1, per_epoch=True))
+    rows = [
+        (f"fit(batch_size={large})\nbatches of {per_epoch} per epoch", [[sum(w)] for w in ours], "batch"),
+        (f"ours: each batch of {large},\nsplit into micro-batches of {sizes[0]}", ours, "size"),
+        (f"Keras' built-in\ngradient_accumulation_steps={steps}", keras_applied, "equal"),
+    ]
+    ends = list(itertools.accumulate(sum(w) for w in ours))
+    fit_batches = {(end - sum(w), sum(w)) for end, w in zip(ends, ours)}  # (first example, examples) of fit's
+    total = epochs * sum(sizes)
+    fig, ax = new_figure(width=10, height=4.5)
+    ax.grid(False)
+    over = ""  # the first micro-batch weighted above its share, named in the legend
+    for row, (label, windows, rule) in enumerate(rows):
+        y, start = -row, 0
+        for window in windows:
+            weights_right = rule != "equal" or len(set(window)) == 1
+            color = _SAME_AS_FIT if weights_right and (start, sum(window)) in fit_batches else _NOT_FIT
+            first = start
+            for size in window:
+                heavy = rule == "equal" and Fraction(1, len(window)) > Fraction(size, sum(window))
+                over = over or (f"a micro-batch of {size} (the last of the {sum(window)} examples),\n"
+                                f"weighted as 1 of {len(window)} micro-batches" if heavy else "")
+                ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=_NOT_FIT if heavy else color,
+                                           alpha=0.85 if heavy else 0.3, edgecolor="grey", linewidth=0.6))
+                share = {"batch": f"{size}", "size": f"{size}/{sum(window)}",
+                         "equal": f"{Fraction(1, len(window))}"}[rule]
+                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=8,
+                        color="white" if heavy else "black", fontweight="bold" if heavy else "normal")
+                start += size
+            inset = total * 0.003  # a gap between the outlines of two updates
+            ax.add_patch(plt.Rectangle((first + inset, y - 0.37), start - first - 2 * inset, 0.74,
+                                       facecolor="none", edgecolor=color, linewidth=2.2))
+            ax.plot([start - 2 * inset], [y + 0.47], marker="v", color=color, markersize=7, markeredgecolor="black")
+        for size in (waiting if rule == "equal" else []):
+            ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor="white", hatch="///",
+                                       edgecolor="grey", linewidth=0.8))
+            start += size
+        late = f"\n+{len(waiting)} micro-batch(es)\nwaiting" if waiting and rule == "equal" else ""
+        ax.text(total * 1.01, y, f"{len(windows)} updates{late}", va="center", fontsize=9, clip_on=False)
+    for epoch in range(1, epochs):
+        ax.axvline(epoch * sum(sizes), color="black", ls="--", lw=1.2)
+        ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=9, va="bottom")
+    ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=9)
+    ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
+    ax.set_ylim(-len(rows) + 0.25, 1.15)
+    ax.set_xlabel("examples read (a box is as wide as its micro-batch)")
+    ax.set_title("Each box is one micro-batch, labelled with the weight its gradient gets.\n"
+                 "Each outline is one update: its boxes' weighted gradients added up, applied once at ▼")
+    keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
+            for color, label in [(_SAME_AS_FIT, "update = one of fit's batches"),
+                                 (_NOT_FIT, "an update fit never makes")]]
+    if over:
+        keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
+                          label=f"weighted above its size: {over}"))
+    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=2, fontsize=9)
+    ax.spines[["left"]].set_visible(False)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,138 @@
+"""Notebook 04's figures (04 validation queues); :mod:`helpers.plots` re-exports them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from helpers.plots._style import COLORS, apply_style, new_figure
+
+__all__ = ["validation_curve", "validation_passes"]
+
+
+def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smooth: int = 1,
+                     log: bool = False) -> Any:
+    """The training loss at every step (a running mean over ``smooth`` steps) and the validation
+    ``metric`` of each full pass, with a dotted line at every evaluation, on ``ax`` (a new figure
+    when None). ``history``: a :class:`helpers.validation.History`. Returns the Figure.
+
+    >>> from types import SimpleNamespace
+    >>> h = SimpleNamespace(step=[1, 2, 3, 4], train_loss=[4.0, 3.0, 2.5, 2.0], eval_step=[0, 2, 4],
+    ...                     val=[{"loss": 5.0}, {"loss": 3.0}, {"loss": 2.2}])
+    >>> len(validation_curve(h, smooth=2).axes[0].lines)
+    5
+    """
+    import numpy as np
+
+    if ax is None:
+        _, ax = new_figure()
+    train = np.asarray(history.train_loss, dtype=float)
+    if smooth > 1 and len(train) >= smooth:
+        ax.plot(history.step[smooth - 1:], np.convolve(train, np.ones(smooth) / smooth, mode="valid"),
+                label=f"training loss (mean of {smooth} steps)", alpha=0.8)
+    else:
+        ax.plot(history.step, train, label="training loss", alpha=0.8)
+    if history.val:
+        ax.plot(history.eval_step, [r[metric] for r in history.val], "o-", label=f"validation {metric} (full pass)")
+    for step in history.eval_step:
+        ax.axvline(step, color="0.6", lw=0.6, ls=":", zorder=0)
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(metric)
+    ax.legend()
+    return ax.figure
+
+
+def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
+                      reads: list[tuple[str, list[int]]] | None = None, eval_steps: list[int] | None = None,
+                      reads_title: str | None = None, panels_title: str | None = None) -> Any:
+    """Notebook 04's picture, on ids only (no model): what each loop reads.
+
+    Top, when ``reads`` is given (``(label, batch number read at each step)`` pairs, steps from 1):
+    which training batch each step trains on, one line per pair (the first solid, the others
+    dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
+    Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
+    each pass read, in order, one cell per example, its batch shown by alternating fills; an id read
+    a second time in the same pass is filled red; "empty" marks a pass that read nothing. Each panel
+    is as wide as its longest pass, with no x axis (the cells carry the ids); the first panel with a
+    red cell (else the first panel) holds the legend of the fills, in a spare row under the passes.
+    ``panels_title`` heads the bottom row.
+
+    >>> fig = validation_passes([("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
+    ...                         reads=[("kept", [1, 2, 3, 4]), ("restarted", [1, 2, 1, 2])], eval_steps=[0, 2, 4])
+    >>> len(fig.axes), fig.axes[0].get_ylabel()
+    (3, 'training batch number')
+
+    Raises ValueError for empty ``panels``, a panel with no id at all, or ``reads`` lines of
+    different lengths.
+    """
+    apply_style()
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    if not panels:
+        raise ValueError("panels is empty: give at least one (title, passes)")
+    if reads and len({len(numbers) for _, numbers in reads}) > 1:
+        raise ValueError(f"reads lines differ in length: {[(label, len(numbers)) for label, numbers in reads]}")
+    flat = [[[i for batch in one for i in batch] for one in passes] for _, passes in panels]
+    if any(not any(ids for ids in passes) for passes in flat):
+        raise ValueError("every panel needs at least one pass that read an id")
+
+    fig = plt.figure(figsize=(11, 6.6 if reads else 3.6))
+    upper, lower = fig.subfigures(2, 1, height_ratios=[0.75, 1]) if reads else (None, fig)
+    if reads:
+        upper.subplots_adjust(left=0.07, right=0.98, top=0.86, bottom=0.2)
+        top = upper.subplots()
+        steps = np.arange(1, len(reads[0][1]) + 1)
+        for number, (label, read) in enumerate(reads):
+            top.plot(steps, read, color=COLORS[number % len(COLORS)], lw=1.8 if number == 0 else 1.4,
+                     ls="-" if number == 0 else "--", label=label)
+        for step in eval_steps or []:
+            top.axvline(step, color="0.6", lw=0.8, ls=":", zorder=0)
+        top.set(xlabel="training step", ylabel="training batch number")
+        top.set_ylim(bottom=0)
+        top.legend(loc="upper left", fontsize=9)
+        if reads_title:
+            top.set_title(reads_title, fontsize=11)
+
+    widths = [max(1, max(len(ids) for ids in passes)) for passes in flat]
+    lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.03, wspace=0.08)
+    bottom_axes = lower.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
+    fills, red_fill = ("#c6dbef", "#fdd9b5"), "#f4a6a6"  # alternating: one fill per batch
+    rows = max(len(passes) for _, passes in panels)
+    any_red = []
+    for column, ((title, passes), ids_per_pass) in enumerate(zip(panels, flat)):
+        ax = bottom_axes[column]
+        for row, (one, ids) in enumerate(zip(passes, ids_per_pass)):
+            if not ids:
+                ax.text((widths[column] - 1) / 2, row, "empty: nothing left to read", ha="center", va="center",
+                        fontsize=9, color="0.4")
+            col = 0
+            for batch_number, batch in enumerate(one):
+                for value in batch:
+                    twice = value in ids[:col]  # read a second time in this pass
+                    any_red += [column] if twice else []
+                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
+                                               facecolor=red_fill if twice else fills[batch_number % 2],
+                                               edgecolor=COLORS[1] if twice else "white"))
+                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9)
+                    col += 1
+        ax.set_xlim(-0.5, widths[column] - 0.5)
+        ax.set_ylim(rows + 0.15, -0.5)  # a spare strip under the passes, for the legend
+        ax.set_title(title, fontsize=10)
+        ax.set_yticks(range(len(passes)), [f"pass {p}" for p in range(1, len(passes) + 1)] if column == 0 else [])
+        ax.set_xticks([])
+        ax.tick_params(length=0)
+        ax.grid(False)
+        for side in ("left", "bottom"):
+            ax.spines[side].set_visible(False)
+    legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
+              Patch(facecolor=fills[1], label="batch 2, 4, ..."),
+              Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read twice in one pass")]
+    bottom_axes[any_red[0] if any_red else 0].legend(handles=legend, loc="lower center", ncol=3, fontsize=8.5,
+                                                      handlelength=1.2, columnspacing=1.0, borderaxespad=0.1)
+    if panels_title:
+        lower.suptitle(panels_title, fontsize=11, y=0.97)
+    return fig
