@@ -1068,3 +1068,42 @@ def test_tf1_reinitializable_iterator_resets_training_and_feedable_does_not():
             sess.run(val_it.initializer)
             assert tf1.read_pass(sess, batch, {handle: val_h}) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
         assert read == [list(range(100 + 4 * i, 104 + 4 * i)) for i in range(6)]  # training went on
+
+
+def test_the_notebooks_callback_stops_fit_after_patience_passes_without_a_better_val_loss():
+    ValidateEvery = notebook_function("ValidateEvery")
+    model = make_model()
+    model.compile(optimizer=keras.optimizers.Adam(0.1), loss=MSE)  # fast: the best pass is not the last
+    ours = ValidateEvery(val_ds(), 2, MSE, patience=1)
+    _fit([ours], model, steps_per_epoch=40)
+    steps, losses = [step for step, _ in ours.curve], [loss for _, loss in ours.curve]
+    best_step = ours.best[0]
+    assert steps[-1] < 40 and int(model.optimizer.iterations) == steps[-1]  # stopped right after that pass
+    assert steps[-1] == best_step + 2 and losses[-1] >= ours.best[1]  # one pass, no better
+    assert all(a > b for a, b in zip(losses[:-1], losses[1:-1]))  # it improved until then
+    never = ValidateEvery(val_ds(), 2, MSE)  # patience=None: fit runs to the end
+    _fit([never], steps_per_epoch=40)
+    assert never.curve[-1][0] == 40
+
+
+def test_the_notebooks_callback_writes_an_epochs_val_loss_only_if_a_pass_ran_in_it():
+    ValidateEvery = notebook_function("ValidateEvery")
+    ours = ValidateEvery(val_ds(), 6, MSE)
+    history = _fit([ours], steps_per_epoch=4, epochs=3)  # passes after steps 0, 6 and 12
+    assert [step for step, _ in ours.curve] == [0, 6, 12]
+    assert history["val_loss"] == [ours.curve[1][1], ours.curve[2][1]]  # epochs 2 and 3; epoch 1 none
+
+
+def test_the_notebooks_pass_counts_examples_of_a_dict_target():
+    make_val_sums = notebook_function("make_val_sums")
+    inputs = keras.Input((V.FEATURES,))
+    model = keras.Model(inputs, {"out": keras.layers.Dense(1)(inputs)})
+    x, y = V.collect(val_ds())
+    batches = tf.data.Dataset.from_tensor_slices((x, {"out": y})).batch(BATCH)
+    val_sums = make_val_sums(model, lambda y, pred: MSE(y["out"], pred["out"]), batches.element_spec)
+    total, count = 0.0, 0
+    for xb, yb in batches:
+        batch_sum, n = val_sums(xb, yb)
+        total, count = total + float(batch_sum), count + int(n)
+    exact = np.mean((model(x)["out"].numpy().astype(np.float64) - y) ** 2)
+    assert count == len(y) and total / count == pytest.approx(exact, rel=1e-5)
