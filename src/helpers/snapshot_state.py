@@ -94,7 +94,7 @@ def _entries(layer: Any, label: str) -> list[OutsideState]:
 def outside_state(source: keras.Model, target: keras.Model) -> list[tuple[OutsideState, OutsideState]]:
     """Pairs of state outside the variables, layer by layer, for two models of one structure.
 
-    >>> norm = keras.layers.Normalization(); norm.adapt(np.array([[1.0], [3.0]]))
+    >>> norm = keras.layers.Normalization(name="normalization"); norm.adapt(np.array([[1.0], [3.0]]))
     >>> net = keras.Sequential([keras.Input((1,)), norm], name="net")
     >>> [s.label for s, _ in outside_state(net, keras.models.clone_model(net))]
     ['net/normalization (adapted mean and variance)']
