@@ -32,7 +32,7 @@ def strip_solutions(source: str, where: str = "cell") -> str:
     """``source`` with each marked solution block replaced by the stub."""
     out: list[str] = []
     inside = False
-    for line in source.splitlines():
+    for line in source.split("\n"):  # not splitlines(): a cell's last newline stays, as in nbgrader's release
         stripped = line.strip()
         if stripped == BEGIN:
             if inside:
