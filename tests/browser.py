@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import lab as lab_tool  # noqa: E402
 
 __all__ = ["HOW_TO_GET_CHROMIUM", "BrowserMissing", "chromium_executable", "in_ci", "ensure_chromium",
-           "JupyterLab", "chromium",
+           "JupyterLab", "chromium", "chromium_or_skip",
            "NotebookReport", "open_notebook", "is_dirty", "click_menu", "run_all_cells", "report",
            "menu_labels"]
 
@@ -206,6 +206,22 @@ def chromium() -> Iterator:
             yield browser
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def chromium_or_skip(purpose: str) -> Iterator:
+    """:func:`chromium` for a test fixture: without a browser, CI fails (naming ``purpose``) and
+    elsewhere the test skips with how to get one."""
+    import pytest
+
+    try:
+        chromium_executable()
+    except BrowserMissing as missing:
+        if in_ci():
+            pytest.fail(f"CI needs {purpose}: {missing}")
+        pytest.skip(str(missing))
+    with chromium() as instance:
+        yield instance
 
 
 def _kernel_states(lab: JupyterLab) -> list[str]:

@@ -34,7 +34,7 @@ import reader_copy  # noqa: E402
 import sync_workbook  # noqa: E402
 from site_check import broken_links, page_links  # noqa: E402
 
-from tests.browser import BrowserMissing, chromium, chromium_executable, in_ci  # noqa: E402
+from tests.browser import chromium_or_skip  # noqa: E402
 
 OUT = ROOT / "build" / "book"  # make_book's own
 SHOTS = OUT / "screenshots"
@@ -309,13 +309,7 @@ def test_notebook_pages_show_the_committed_outputs_a_colab_badge_and_a_download_
 
 @pytest.fixture(scope="module")
 def browser():
-    try:
-        chromium_executable()
-    except BrowserMissing as missing:
-        if in_ci():
-            pytest.fail(f"CI needs the book's browser check: {missing}")
-        pytest.skip(str(missing))
-    with chromium() as instance:
+    with chromium_or_skip("the book's browser check") as instance:
         yield instance
 
 

@@ -30,7 +30,7 @@ import nbformat
 import pytest
 
 import tests.browser as browser_module
-from tests.browser import (STDERR_MIME, BrowserMissing, JupyterLab, chromium, chromium_executable, click_menu, in_ci,
+from tests.browser import (STDERR_MIME, BrowserMissing, JupyterLab, chromium_executable, chromium_or_skip, click_menu,
                            is_dirty, menu_labels, open_notebook, report, run_all_cells)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,13 +65,7 @@ def _figures(path: Path) -> int:
 
 @pytest.fixture(scope="module")
 def browser():
-    try:
-        chromium_executable()
-    except BrowserMissing as missing:
-        if in_ci():
-            pytest.fail(f"CI needs the browser test: {missing}")
-        pytest.skip(str(missing))
-    with chromium() as instance:
+    with chromium_or_skip("the browser test") as instance:
         yield instance
 
 
