@@ -28,48 +28,43 @@ BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 TEXT_STUB = "YOUR ANSWER HERE"  # nbgrader's ClearSolutions.text_stub
 
 
-def strip_solutions(source: str, where: str = "cell") -> str:
-    """``source`` with each marked solution block replaced by the stub."""
+def _replace_blocks(source: str, begin: str, end: str, stub: list[str], *, exact: bool, where: str) -> str:
+    """``source`` with each ``begin`` ... ``end`` block (markers included) replaced by ``stub``, indented
+    as its ``begin`` line. ``exact``: a marker is the whole stripped line, else any line holding it.
+    A cell's last newline stays (not splitlines()), as in nbgrader's release."""
+    def is_marker(line: str, marker: str) -> bool:
+        return line.strip() == marker if exact else marker in line
+
     out: list[str] = []
     inside = False
-    for line in source.split("\n"):  # not splitlines(): a cell's last newline stays, as in nbgrader's release
-        stripped = line.strip()
-        if stripped == BEGIN:
+    for line in source.split("\n"):
+        if is_marker(line, begin):
             if inside:
-                raise ValueError(f"{where}: nested {BEGIN}")
+                raise ValueError(f"{where}: nested {begin}")
             inside = True
             indent = line[: len(line) - len(line.lstrip())]
-            out += [f"{indent}# YOUR CODE HERE", f"{indent}raise NotImplementedError()"]
-        elif stripped == END:
+            out += [indent + text for text in stub]
+        elif is_marker(line, end):
             if not inside:
-                raise ValueError(f"{where}: {END} without {BEGIN}")
+                raise ValueError(f"{where}: {end} without {begin}")
             inside = False
         elif not inside:
             out.append(line)
     if inside:
-        raise ValueError(f"{where}: {BEGIN} without {END}")
+        raise ValueError(f"{where}: {begin} without {end}")
     return "\n".join(out)
+
+
+def strip_solutions(source: str, where: str = "cell") -> str:
+    """``source`` with each marked solution block replaced by the stub."""
+    return _replace_blocks(source, BEGIN, END, ["# YOUR CODE HERE", "raise NotImplementedError()"],
+                           exact=True, where=where)
 
 
 def strip_hidden_tests(source: str, where: str = "cell") -> str:
     """``source`` without its ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS`` blocks (markers
     included), as nbgrader's release has it."""
-    out: list[str] = []
-    inside = False
-    for line in source.split("\n"):
-        if BEGIN_HIDDEN in line:
-            if inside:
-                raise ValueError(f"{where}: nested {BEGIN_HIDDEN}")
-            inside = True
-        elif END_HIDDEN in line:
-            if not inside:
-                raise ValueError(f"{where}: {END_HIDDEN} without {BEGIN_HIDDEN}")
-            inside = False
-        elif not inside:
-            out.append(line)
-    if inside:
-        raise ValueError(f"{where}: {BEGIN_HIDDEN} without {END_HIDDEN}")
-    return "\n".join(out)
+    return _replace_blocks(source, BEGIN_HIDDEN, END_HIDDEN, [], exact=False, where=where)
 
 
 def student_cells(nb, name: str = "notebook"):
