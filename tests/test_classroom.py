@@ -31,6 +31,7 @@ import hashlib
 import io
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -167,7 +168,8 @@ def _tree_digest(folder: Path) -> dict[str, str]:
 class Course:
     workbook: Path
     root: Path
-    seconds_per_student: dict[str, float] = field(default_factory=dict)
+    seconds_per_student: dict[str, float] = field(default_factory=dict)  # wall time
+    cpu_seconds_per_student: dict[str, float] = field(default_factory=dict)  # nbgrader's and its kernels'
     students: dict[str, list[str]] = field(default_factory=dict)  # assignment -> students who handed in
     outputs: dict[str, str] = field(default_factory=dict)  # what the commands printed, by step
     before_rerun: dict[str, dict] = field(default_factory=dict)
@@ -201,10 +203,17 @@ def _hand_in(course: Course, student: str, assignment: str, nb, notebook: str | 
         course.students[assignment].append(student)
 
 
+def _children_cpu_seconds() -> float:
+    """CPU time of every finished child process (nbgrader, and the kernels it ran) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _autograde(course: Course, assignment: str, graded_now: int) -> None:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu_seconds()
     nbgrader(course.root, "autograde", assignment)
     course.seconds_per_student[assignment] = (time.perf_counter() - start) / graded_now
+    course.cpu_seconds_per_student[assignment] = (_children_cpu_seconds() - cpu) / graded_now
 
 
 def _cell_seconds(nb) -> dict[str, float]:
@@ -274,14 +283,16 @@ def course(tmp_path_factory) -> Course:
     course.before_rerun["files"] = {f: (root / f).read_bytes() for f in ("nbgrader_config.py", "gradebook.db")}
     course.outputs["make course again"] = _run(["make", "-s", "course"], workbook)
 
-    print("\nnbgrader autograde, seconds per student (this machine, shared; load average "
-          f"{os.getloadavg()[0]:.1f} at the end), and where the teacher's notebook spent its time:")
+    print("\nnbgrader autograde, seconds per student: wall time (this machine, shared; load average "
+          f"{os.getloadavg()[0]:.1f} at the end) and CPU time, and where the teacher's notebook spent its time:")
     for name in NOTEBOOKS:
         spent = _cell_seconds(course.autograded(DEMO, name))
-        print(f"  {name}: {course.seconds_per_student[name]:5.1f} s  (cells {spent['cells']:.1f} s, of which "
-              f"timing with helpers.measure {spent['measure']:.1f} s, grade cells {spent['grade']:.1f} s)")
+        print(f"  {name}: {course.seconds_per_student[name]:5.1f} s wall, {course.cpu_seconds_per_student[name]:5.1f} s "
+              f"CPU  (cells {spent['cells']:.1f} s, of which timing with helpers.measure {spent['measure']:.1f} s, "
+              f"grade cells {spent['grade']:.1f} s)")
     full = sum(course.seconds_per_student[name] for name in NOTEBOOKS)
-    print(f"  all five full notebooks: {full:.1f} s per student")
+    full_cpu = sum(course.cpu_seconds_per_student[name] for name in NOTEBOOKS)
+    print(f"  all five full notebooks: {full:.1f} s wall, {full_cpu:.1f} s CPU per student")
     print(f"  exercises only, all five notebooks: {course.seconds_per_student[EXERCISES] * len(NOTEBOOKS):.1f} s "
           f"per student; the teacher's block took {course.outputs['teacher block seconds']} s")
     return course
@@ -453,7 +464,10 @@ def test_every_notebook_is_worth_5_to_10_autograded_points_and_a_written_questio
 
 def test_readme_and_teaching_docs_name_make_course_and_make_classroom():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "make classroom" in readme.split("## For teachers", 1)[1].split("\n## ", 1)[0]
+    teachers = readme.split("## For teachers", 1)[1].split("\n## ", 1)[0]
+    assert "make classroom" in teachers
+    # the README's block is the one the course fixture runs as written (docs/teaching.md, section 2)
+    assert re.findall(r"```bash\n(.*?)```", teachers, re.S) == [teacher_block()]
     assert "make course" in teacher_block()
     ci_section = TEACHING.read_text(encoding="utf-8").split("## 7. What CI checks", 1)[1]
     assert "make classroom" in ci_section and "make course" in ci_section
@@ -511,6 +525,15 @@ def test_the_untouched_release_scores_zero_and_stops_only_at_its_grade_cells(cou
     others = {i: tb[-1][:200] if tb else "" for i, tb in errors.items() if i not in {e.check for e in found}}
     assert not others, f"{name}: only the grade cells may fail; other cells that failed: {others}"
     assert not _submission(course, UNTOUCHED, name, lambda s: s.needs_manual_grade)  # nothing written
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_grading_runs_the_exercises_and_skips_teaching_cells(course, name):
+    code = [cell for cell in course.autograded(DEMO, name).cells if cell.cell_type == "code"]
+    skipped = [cell for cell in code if "skip-execution" in cell.metadata.get("tags", [])]
+    assert skipped and not any(cell.outputs for cell in skipped), f"{name}: no teaching cell skipped"
+    graded = [cell for cell in code if cell.metadata.get("nbgrader", {}).get("grade")]
+    assert graded and all(cell.outputs for cell in graded)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

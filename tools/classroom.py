@@ -133,6 +133,12 @@ c.CourseDirectory.course_id = "{COURSE_ID}"
 os.environ.setdefault("{SEED_VARIABLE}", "{seed}")
 # A right answer must not score 0 because the grading machine is busy (nbgrader's default: 30 s).
 c.Execute.timeout = {TIMEOUT}
+# Grading runs the setup cell, the exercises and the cells they use, not the teaching cells (the
+# feedback page shows those without outputs): helpers.exercises.grading_cells. Delete these three
+# lines to run every cell.
+from helpers.exercises.grading_cells import SkipTeachingCells
+from nbgrader.converters.autograde import Autograde
+c.Autograde.autograde_preprocessors = [SkipTeachingCells] + Autograde.class_traits()["autograde_preprocessors"].default()
 '''
 
 
