@@ -32,62 +32,56 @@ def _marks(ax):
     return marks
 
 
-def test_held_vs_leaky_draws_both_runs_alike_and_labels_each_leaky_batch():
+def _lines(ax, style):
+    """(x data, colour) of every drawn line of a line style (legend proxies have no data)."""
+    return [(list(line.get_xdata()), line.get_color()) for line in ax.lines
+            if line.get_linestyle() == style and len(line.get_xdata())]
+
+
+def test_held_vs_leaky_shows_the_batch_each_evaluation_read():
+    fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
+    strip, ax = fig.axes
+    assert [t.get_text() for t in strip.texts] == ["0"] * 5 + ["0", "1", "2"]  # one batch held; one per evaluation
+    assert [t.get_position()[0] for t in strip.texts] == [1, 2, 3, 4, 5, 1, 2, 3]  # under its evaluation
+    assert [t.get_text() for t in strip.get_yticklabels()] == ["batch held", "next() in the loss"]
+    assert strip.get_xlim() == ax.get_xlim() == (0.4, 5.6)  # the columns line up; the axis ends at the last one
+
+
+def test_held_vs_leaky_joins_only_the_held_runs_points():
     # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 0), 258 rejected, 2.0 accepted
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
-    (ax,) = fig.axes
+    ax = fig.axes[1]
     assert ax.get_yscale() == "log"
-    marks = _marks(ax)
-    assert marks["s"] == [1] and marks["x"] == [2, 2]  # the start; one marker style for every rejected trial
-
-    def drawn(style):
-        return [(list(line.get_xdata()), line.get_color()) for line in ax.lines
-                if line.get_linestyle() == style and len(line.get_xdata())]
-
     blue, red = plots.COLORS[:2]
-    assert drawn("-") == [([1, 3, 4, 5], blue), ([1, 3], red)]  # each path joins only the start and accepted points
-    assert drawn(":") == [([1, 2], blue), ([1, 2], red)]  # a rejected trial, joined to the point it was tried from
-    assert drawn("--") == []
-    texts = {t.get_text(): t for t in ax.texts}
-    assert set(texts) == {"batch 0", "batch 1", "batch 2", "stops after 5 evaluations", "stops after 3 evaluations",
-                          "rejected: loss rose"}  # the held run's rejected trial says why
-    # a label goes under its point when the held run's point at that evaluation is above it (430 > 258, 3.6 > 2.0)
-    assert texts["batch 1"].xyann[1] < 0 and texts["batch 2"].xyann[1] < 0 and texts["batch 0"].xyann[1] > 0
-    assert all(texts[f"batch {k}"].get_fontsize() >= 9 for k in range(3))  # readable at notebook width
+    assert _lines(ax, "-") == [([1, 3, 4, 5], blue)]  # the held path: the start and its accepted points
+    assert _lines(ax, ":") == [([1, 2], blue)]  # its rejected trial, joined to the point it was tried from
+    unjoined = {line.get_marker(): list(line.get_xdata()) for line in ax.lines
+                if line.get_linestyle() == "None" and line.get_color() == red and len(line.get_xdata())}
+    assert unjoined == {"o": [3], "x": [2]}  # the leaky run: markers only (each loss is on another batch)
+    marks = _marks(ax)
+    assert marks["s"] == [1] and sorted(marks["x"]) == [2, 2]  # one start; every rejected trial a cross
     low, high = ax.get_ylim()
-    assert 0.1 / 3 < low <= 0.1 and 430.0 <= high < 430.0 * 3  # every point on the scale, no empty decade
-    assert ax.get_xlim()[1] == 5.5  # the x axis ends at the last evaluation
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(legend) == 3 and not any("\n" in t for t in legend) and legend[2].endswith("(its loss rose)")
+    assert 0.1 / 3 < low <= 0.1 and 430.0 <= high <= 430.0 * 4  # every point on the scale, no empty decade
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["stops after 5 evaluations", "stops after 3 evaluations"]  # no bracket without points
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "batch held: accepted steps, all on batch 0", "next() in the loss: accepted steps",
+        "trial step the line search rejected", "start (the same for both runs)"]
 
 
-def test_held_vs_leaky_points_at_a_rise_between_accepted_points_of_the_leaky_run():
-    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4])
-    (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
-    assert rise.get_text().startswith("from batch 2 to batch 3:\n") and "rose 2.00 → 8.10" in rise.get_text()
-    assert 3 < rise.xy[0] < 4 and 2.0 < rise.xy[1] < 8.1  # the arrow ends on the rising segment
-    assert not [line for line in fig.axes[0].lines if line.get_linestyle() == "--"]  # no points: a real step
-    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 1.5], [3, 4])  # no rise: no arrow
-    assert not [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
-
-
-def test_held_vs_leaky_says_when_the_rise_happened_at_the_same_weights():
-    points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5)]  # evaluation 4 is evaluation 3's point
-    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
-    (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
-    assert rise.get_text().startswith("same weights, new batch:\n") and "rose 2.00 → 8.10" in rise.get_text()
-    dashed = [list(line.get_xdata()) for line in fig.axes[0].lines if line.get_linestyle() == "--"]
-    assert dashed == [[3, 4]]  # drawn unlike an accepted step: only the batch changed
-    assert rise.xy[0] == 3.5  # the arrow points at that segment
-    points[3] = np.full(2, 0.6)  # a real step: the plain wording
-    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
-    assert [t for t in fig.axes[0].texts if t.get_text().startswith("from batch 2 to batch 3")]
-
-
-def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_it():
-    fig = plots.held_vs_leaky([4.0, 3.0, 2.0], [3], [4.0], [])  # a trial rejected although its loss fell
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][2] == "trial rejected"
-    assert "rejected" in [t.get_text() for t in fig.axes[0].texts]  # the held run's trial, without "loss rose"
+def test_held_vs_leaky_brackets_the_evaluations_at_the_same_weights():
+    points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5) + 3e-3, np.full(2, 0.5)]
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
+    ax = fig.axes[1]
+    (note,) = [t.get_text() for t in ax.texts if "'converged'" in t.get_text()]
+    assert note.startswith("evaluations 3 to 5: trial steps of 0.004 or less from evaluation 3's")
+    assert "then 0 (the same weights)" in note and "8.10 on batch 4 vs 2.00 on batch 2" in note
+    (bracket,) = [line for line in ax.lines if line.get_linestyle() == "-" and line.get_color() == plots.COLORS[1]]
+    assert list(bracket.get_xdata()) == [3, 3, 5, 5] and min(bracket.get_ydata()) > 9.0  # above the points
+    points[4] = np.full(2, 0.6)  # a real last step: no bracket
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
+    assert not [t for t in fig.axes[1].texts if "'converged'" in t.get_text()]
 
 
 @pytest.mark.parametrize("args, error, match", [
