@@ -730,10 +730,10 @@ def test_converging_on_one_batch_buys_nothing_for_the_others():
     assert abs(others() / capped - 1) < 0.05
 
 
-def test_the_notebooks_float64_copy_rebuilds_in_float64_with_the_weights_and_restores_the_defaults():
-    """Notebook 01's `float64_copy` (round 9): inputs and weights float64, the float32 weights copied in,
-    and Keras' default dtype and policy back to what they were, also when the builder raises."""
-    float64_copy = _notebook_function("float64_copy")
+def test_float64_copy_rebuilds_in_float64_with_the_weights_and_restores_the_defaults():
+    """`float64_copy` (notebook 01's cell in round 9, now its checklist's helper): inputs and weights
+    float64, the float32 weights copied in, and Keras' default dtype and policy back to what they were,
+    also when the builder raises."""
 
     def build():
         inputs = keras.Input((3,))
@@ -741,7 +741,7 @@ def test_the_notebooks_float64_copy_rebuilds_in_float64_with_the_weights_and_res
 
     keras.utils.set_random_seed(0)
     model32 = build()
-    model64 = float64_copy(build, model32)
+    model64 = d.float64_copy(build, model32)
     assert {v.dtype for v in model64.weights} == {"float64"} and model64.inputs[0].dtype == "float64"
     assert all(np.array_equal(a.numpy().astype(np.float64), b.numpy()) for a, b in zip(model32.weights, model64.weights))
     assert keras.config.floatx() == "float32" and keras.config.dtype_policy().name == "float32"
@@ -751,7 +751,24 @@ def test_the_notebooks_float64_copy_rebuilds_in_float64_with_the_weights_and_res
         raise RuntimeError("builder failed")
 
     with pytest.raises(RuntimeError, match="builder failed"):
-        float64_copy(broken, model32)
+        d.float64_copy(broken, model32)
+    assert keras.config.floatx() == "float32" and keras.config.dtype_policy().name == "float32"
+
+
+def _small_dense(units):
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(units), keras.layers.Dense(1)])
+
+
+@pytest.mark.parametrize("build, model, error, match", [
+    ("not a function", None, TypeError, "build must be a function"),
+    (lambda: _small_dense(4), "net", TypeError, "model must be a Keras model"),
+    (lambda: "net", None, TypeError, r"build\(\) must return a Keras model, it returned str"),
+    (lambda: _small_dense(5), None, ValueError, r"build\(\) made a model of another structure"),
+])
+def test_float64_copy_bad_arguments(build, model, error, match):
+    model = _small_dense(4) if model is None else model
+    with pytest.raises(error, match=match):
+        d.float64_copy(build, model)
     assert keras.config.floatx() == "float32" and keras.config.dtype_policy().name == "float32"
 
 
@@ -814,6 +831,69 @@ def test_fifteen_iterations_per_small_batch_fit_the_last_batch_and_not_the_data(
     assert losses[15][0] < 0.1 * losses[5][0]  # the last batch: fit far better with more iterations
     assert losses[15][1] > 2 * losses[5][1]  # all the data: worse
     assert losses[5][1] == pytest.approx(0.866, rel=0.02)
+
+
+def test_on_small_batches_lbfgs_only_ties_adam_at_its_best_rate():
+    """Notebook 01's comparison until round 9 (now one sentence and docs/decoupling.md, "When L-BFGS
+    beats Adam"): 2 passes over the 8 batches of 8 molecules, at most 5 L-BFGS iterations per batch
+    (121 gradients, 0.866 on all 60), against `fit` with Adam for as many steps at 0.001, 0.01, 0.1
+    (4.19, 0.863, 16.5): L-BFGS ties the best rate, no better."""
+    from scipy.optimize import minimize
+
+    data = M.molecule_dataset(num_molecules=60, batch_size=8, seed=0)
+    all_x, all_y = next(iter(M.molecule_dataset(num_molecules=60, batch_size=60, seed=0)))
+    net = _model(next(iter(data)), hidden=16)
+    fun = _notebook_bridge()(net, LOSS, data.element_spec)
+    theta = np.concatenate([v.numpy().ravel() for v in net.trainable_variables])
+    calls = 0
+    for x, y in data.repeat(2):
+        result = minimize(fun, theta, args=(x, y), jac=True, method="L-BFGS-B", options={"maxiter": 5})
+        theta = result.x
+        calls += result.nfev
+    fun(theta, x, y)
+    lbfgs = float(LOSS(all_y, net(all_x)))
+    adam = {}
+    for rate in (0.001, 0.01, 0.1):
+        net = _model(next(iter(data)), hidden=16)
+        net.compile(optimizer=keras.optimizers.Adam(rate), loss=LOSS)
+        net.fit(data.repeat(), steps_per_epoch=calls, shuffle=False, verbose=0)
+        adam[rate] = float(LOSS(all_y, net(all_x)))
+    assert calls == 121 and lbfgs == pytest.approx(0.866, rel=0.02)
+    assert min(adam, key=adam.get) == 0.01 and abs(lbfgs / adam[0.01] - 1) < 0.1  # a tie with the best rate
+    assert adam[0.001] > 3 * lbfgs and adam[0.1] > 3 * lbfgs  # and far better than a poor rate
+
+
+def test_refreshing_batch_norm_statistics_after_lbfgs_undoes_the_fit():
+    """Notebook 01's BatchNorm cells of rounds 6-9 (now its checklist and docs/decoupling.md,
+    "BatchNorm statistics"): a model with two named inputs and BatchNorm, made float64 with
+    `float64_copy`, fitted by the bridge batch by batch (300 rows, at most 10 iterations): 0.11 on all
+    1,000 rows. Replacing BatchNorm's statistics afterwards with those of all the data (momentum 0,
+    one call with training=True) changes the function L-BFGS fitted: 5.7."""
+    from scipy.optimize import minimize
+
+    def build():
+        a, b = keras.Input((3,), name="a"), keras.Input((1,), name="b")
+        hidden = keras.layers.Dense(32, activation="tanh")(keras.layers.concatenate([a, b]))
+        normed = keras.layers.BatchNormalization(name="norm")(hidden)
+        return keras.Model({"a": a, "b": b}, keras.layers.Dense(1)(normed))
+
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(1000, 4))
+    targets = np.sin(2 * features[:, :1]) + features[:, 1:2] * features[:, 2:3]
+    keras.utils.set_random_seed(0)
+    model = d.float64_copy(build, build())
+    inputs = {"a": features[:, :3], "b": features[:, 3:]}
+    table = tf.data.Dataset.from_tensor_slices((inputs, targets)).batch(300)
+    fun = _notebook_bridge()(model, LOSS, table.element_spec)
+    theta = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    for x, y in table:
+        theta = minimize(fun, theta, args=(x, y), jac=True, method="L-BFGS-B", options={"maxiter": 10}).x
+    fun(theta, x, y)
+    fitted = float(LOSS(targets, model(inputs)))
+    model.get_layer("norm").momentum = 0.0  # one training-mode call replaces the statistics
+    model(inputs, training=True)
+    refreshed = float(LOSS(targets, model(inputs)))
+    assert fitted < 0.2 and refreshed > 10 * fitted
 
 
 def test_an_eager_tf2_queue_dequeued_once_per_tensor_prints_the_tf1_documented_lines():

@@ -47,41 +47,55 @@ def test_held_vs_leaky_shows_the_batch_each_evaluation_read():
     assert strip.get_xlim() == ax.get_xlim() == (0.4, 5.6)  # the columns line up; the axis ends at the last one
 
 
-def test_held_vs_leaky_joins_only_the_held_runs_points():
+def test_held_vs_leaky_draws_both_runs_alike_and_joins_only_the_held_runs_points():
     # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 0), 258 rejected, 2.0 accepted
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
     ax = fig.axes[1]
     assert ax.get_yscale() == "log"
     blue, red = plots.COLORS[:2]
-    assert _lines(ax, "-") == [([1, 3, 4, 5], blue)]  # the held path: the start and its accepted points
-    assert _lines(ax, ":") == [([1, 2], blue)]  # its rejected trial, joined to the point it was tried from
+    shift = plots.decoupling.DODGE  # in each column the held run's point sits left, the leaky run's right
+    assert 0 < shift < 0.3
+    (path,) = _lines(ax, "-")
+    assert path[1] == blue and np.allclose(path[0], [1, 3 - shift, 4 - shift, 5 - shift])  # start and accepted
+    assert _lines(ax, ":") == []  # rejected trials are crosses in both runs, joined to nothing
     unjoined = {line.get_marker(): list(line.get_xdata()) for line in ax.lines
                 if line.get_linestyle() == "None" and line.get_color() == red and len(line.get_xdata())}
-    assert unjoined == {"o": [3], "x": [2]}  # the leaky run: markers only (each loss is on another batch)
+    assert unjoined == {"o": [3 + shift], "x": [2 + shift]}  # the leaky run: markers only (each loss on another batch)
     marks = _marks(ax)
-    assert marks["s"] == [1] and sorted(marks["x"]) == [2, 2]  # one start; every rejected trial a cross
+    assert marks["s"] == [1] and sorted(marks["x"]) == [2 - shift, 2 + shift]  # one start; every rejected trial a cross
     low, high = ax.get_ylim()
     assert 0.1 / 3 < low <= 0.1 and 430.0 <= high <= 430.0 * 4  # every point on the scale, no empty decade
     texts = [t.get_text() for t in ax.texts]
     assert texts == ["stops after 5 evaluations", "stops after 3 evaluations"]  # no bracket without points
     legend = ax.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == [
-        "batch held: accepted steps, all on batch 0", "next() in the loss: accepted steps",
+        "batch held: accepted steps, all on batch 0", "next() in the loss: accepted steps, each on a new batch",
         "trial step the line search rejected", "start (the same for both runs)"]
+
+
+def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
+    # SciPy's L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol: any rise does it
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0, 8.1], [2, 4])
+    assert fig.axes[1].texts[-1].get_text() == "stops after 4: 'converged'"
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0, 1.5], [2, 4])  # it fell: no claim
+    assert fig.axes[1].texts[-1].get_text() == "stops after 4 evaluations"
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2])  # ends on a rejected trial
+    assert fig.axes[1].texts[-1].get_text() == "stops after 3 evaluations"
 
 
 def test_held_vs_leaky_brackets_the_evaluations_at_the_same_weights():
     points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5) + 3e-3, np.full(2, 0.5)]
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     ax = fig.axes[1]
-    (note,) = [t.get_text() for t in ax.texts if "'converged'" in t.get_text()]
-    assert note.startswith("evaluations 3 to 5: trial steps of 0.004 or less from evaluation 3's")
-    assert "then 0 (the same weights)" in note and "8.10 on batch 4 vs 2.00 on batch 2" in note
+    texts = [t.get_text() for t in ax.texts]
+    assert "nearly the same weights, new batches" in texts and max(len(t) for t in texts) <= 40  # short labels
+    shift = plots.decoupling.DODGE
     (bracket,) = [line for line in ax.lines if line.get_linestyle() == "-" and line.get_color() == plots.COLORS[1]]
-    assert list(bracket.get_xdata()) == [3, 3, 5, 5] and min(bracket.get_ydata()) > 9.0  # above the points
+    assert np.allclose(bracket.get_xdata(), [3 + shift, 3 + shift, 5 + shift, 5 + shift])
+    assert min(bracket.get_ydata()) > 9.0  # above the points
     points[4] = np.full(2, 0.6)  # a real last step: no bracket
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
-    assert not [t for t in fig.axes[1].texts if "'converged'" in t.get_text()]
+    assert "nearly the same weights, new batches" not in [t.get_text() for t in fig.axes[1].texts]
 
 
 @pytest.mark.parametrize("args, error, match", [

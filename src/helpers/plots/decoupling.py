@@ -10,6 +10,8 @@ from helpers.plots._style import COLORS, apply_style
 
 __all__ = ["held_vs_leaky"]
 
+DODGE = 0.15  # held_vs_leaky: how far each run's points sit left (held) and right (leaky) of their column
+
 
 def _check(name: str, losses: Any, accepted: Any) -> None:
     if not isinstance(losses, (list, tuple, np.ndarray)) or not isinstance(accepted, (list, tuple)):
@@ -53,14 +55,17 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     ``leaky_points`` (optional) are the leaky run's evaluated parameter vectors, one per loss.
 
     Top panel: the batch each evaluation read (one batch for many evaluations, or one per evaluation).
-    Bottom panel, losses on a log scale: the held run as a line through the start (hollow square) and
-    the accepted points (dots), each rejected trial step a cross joined by a dotted line to the point
-    it was tried from. The leaky run's points are NOT joined (each loss comes from another batch, so
-    two of them do not compare): accepted points are dots, rejected trials crosses. When its last
-    accepted point is at the same weights as the one before (the line search ended with a step of 0;
-    needs ``leaky_points``), a bracket over those evaluations says that only the batch changed, how far
-    the trials in between were from those weights, and that SciPy called the rise convergence.
-    The legend (four entries, crosses in both colours) sits under the axes.
+    Bottom panel, losses on a log scale, both runs drawn by the same rules: the start a hollow square,
+    accepted points dots, rejected trial steps crosses. In each column the held run's point sits a
+    little left of the evaluation number and the leaky run's a little right (``DODGE``), so that no
+    point hides behind the other run's. Only the held run's accepted points are joined by a line
+    (they are losses on one batch); the leaky run's are not (each loss comes from another batch).
+    When the leaky run's last accepted point is at the same weights as the one before (the line
+    search ended with a step of 0; needs ``leaky_points``), a bracket over those evaluations says so
+    in a short label. Each run's last evaluation is labelled; the leaky run's label adds 'converged'
+    when its last evaluation is an accepted point whose loss rose: SciPy's L-BFGS-B stops when
+    (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies. The legend sits under
+    the axes.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
     >>> strip, ax = fig.axes
@@ -86,33 +91,30 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         return on_path
 
     held_path, leaky_path = path_of(values, held_accepted), path_of(seen, leaky_accepted)
-    for i in np.flatnonzero(~held_path):  # a rejected trial, joined to the point it was tried from
-        origin = np.flatnonzero(held_path[:i])[-1]
-        ax.semilogy([origin + 1, i + 1], values[[origin, i]], ":", color=COLORS[0], lw=1)
-    steps = np.arange(1, len(values) + 1)
-    ax.semilogy(steps[held_path], values[held_path], "-o", color=COLORS[0], lw=2, ms=5)
-    ax.semilogy(steps[~held_path], values[~held_path], "x", color=COLORS[0], ms=8, mew=1.8)
-    steps = np.arange(1, len(seen) + 1)
-    ax.semilogy(steps[leaky_path][1:], seen[leaky_path][1:], "o", color=COLORS[1], ms=6)  # no line: other batches
-    ax.semilogy(steps[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=8, mew=1.8)
+    # the two runs side by side in each column (held left, leaky right), so no point hides behind another
+    left = np.arange(1, len(values) + 1) - DODGE
+    left[0] = 1
+    ax.semilogy(left[held_path], values[held_path], "-o", color=COLORS[0], lw=2, ms=5)
+    ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=8, mew=1.8)
+    right = np.arange(1, len(seen) + 1) + DODGE
+    ax.semilogy(right[leaky_path][1:], seen[leaky_path][1:], "o", color=COLORS[1], ms=6)  # no line: other batches
+    ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=8, mew=1.8)
     ax.semilogy([1], values[:1], "s", color="black", ms=9, mfc="white", mew=1.5, zorder=3)
 
     accepted = np.flatnonzero(leaky_path)
     if leaky_points is not None and len(accepted) >= 2:
         a, b = accepted[-2], accepted[-1]
-        origin = np.asarray(leaky_points[a])
-        if np.array_equal(np.asarray(leaky_points[b]), origin):  # the last "step" kept the weights
-            furthest = max(float(np.linalg.norm(np.asarray(p) - origin)) for p in leaky_points[a:b + 1])
-            top = seen[a:b + 1].max() * 1.7
-            ax.semilogy([a + 1, a + 1, b + 1, b + 1], [top / 1.2, top, top, top / 1.2], "-", color=COLORS[1], lw=1)
-            ax.annotate(f"evaluations {a + 1} to {b + 1}: trial steps of {furthest:.1g} or less from evaluation {a + 1}'s\n"
-                        f"weights, then 0 (the same weights); the loss moves only with the batch.\n"
-                        f"{seen[b]:.2f} on batch {b} vs {seen[a]:.2f} on batch {a}: SciPy stops, 'converged'",
-                        (a + 1, top), textcoords="offset points", xytext=(0, 6), ha="left",
-                        fontsize=9, color=COLORS[1])
-    ax.annotate(f"stops after {len(values)} evaluations", (len(values), values[-1]), textcoords="offset points",
+        if np.array_equal(np.asarray(leaky_points[b]), np.asarray(leaky_points[a])):  # the last "step" kept the weights
+            top = seen[a:b + 1].max() * 1.8
+            ends = [a + 1 + DODGE, b + 1 + DODGE]
+            ax.semilogy(ends[:1] * 2 + ends[1:] * 2, [top / 1.25, top, top, top / 1.25], "-", color=COLORS[1], lw=1)
+            ax.annotate("nearly the same weights, new batches", (sum(ends) / 2, top), textcoords="offset points",
+                        xytext=(0, 4), ha="center", fontsize=9, color=COLORS[1])
+    ax.annotate(f"stops after {len(values)} evaluations", (len(values) - DODGE, values[-1]), textcoords="offset points",
                 xytext=(0, -15), ha="right", fontsize=9, color=COLORS[0], fontweight="bold")
-    ax.annotate(f"stops after {len(seen)} evaluations", (len(seen), seen[-1]), textcoords="offset points",
+    rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
+    stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
+    ax.annotate(stop, (len(seen) + DODGE, seen[-1]), textcoords="offset points",
                 xytext=(9, -3), fontsize=9, color=COLORS[1], fontweight="bold")
 
     def mark(style: str, color: str, **kw: Any) -> Any:
@@ -121,11 +123,12 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     handles = [mark("-o", COLORS[0], lw=2), mark("o", COLORS[1], ms=6),
                (mark("x", COLORS[0], ms=8, mew=1.8), mark("x", COLORS[1], ms=8, mew=1.8)),
                mark("s", "black", ms=9, mfc="white", mew=1.5)]
-    labels = ["batch held: accepted steps, all on batch 0", "next() in the loss: accepted steps",
+    labels = ["batch held: accepted steps, all on batch 0", "next() in the loss: accepted steps, each on a new batch",
               "trial step the line search rejected", "start (the same for both runs)"]
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)}, loc="upper center",
               bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
     ax.set_xlim(0.4, max(len(values), len(seen)) + 0.6)
+    ax.set_xticks(range(1, max(len(values), len(seen)) + 1))  # one tick per evaluation (column)
     ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 4)
     ax.set_xlabel("evaluation (one call of fun: loss and gradient)")
     ax.set_ylabel("loss on that batch (log)")
