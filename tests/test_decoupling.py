@@ -523,7 +523,8 @@ def test_under_mirrored_strategy_a_scope_model_is_optimised_outside_and_refused_
 
 
 def _notebook_function(name):
-    """``name`` exactly as notebook 01's one code cell that defines it (``def name(``) defines it."""
+    """``name`` exactly as notebook 01's one code cell that defines it (``def name(``) defines it
+    (only that cell's imports and that function run)."""
     import json
     from pathlib import Path
 
@@ -531,8 +532,13 @@ def _notebook_function(name):
     cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     source = [c for c in cells if f"def {name}(" in c]
     assert len(source) == 1, f"notebook 01 defines {name} in one cell"
+    import ast
+
+    tree = ast.parse(source[0])  # the cell's imports and the function, not the cell's other statements
+    tree.body = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+                 or (isinstance(node, ast.FunctionDef) and node.name == name)]
     scope = {"np": np, "tf": tf, "keras": keras}
-    exec(compile(source[0], f"01_queue_decoupling:{name}", "exec"), scope)  # noqa: S102
+    exec(compile(tree, f"01_queue_decoupling:{name}", "exec"), scope)  # noqa: S102
     return scope[name]
 
 
@@ -731,7 +737,8 @@ def test_converging_on_one_batch_buys_nothing_for_the_others():
 
 
 def test_float64_copy_rebuilds_in_float64_with_the_weights_and_restores_the_defaults():
-    """`float64_copy` (notebook 01's cell in round 9, now its checklist's helper): inputs and weights
+    """`float64_copy` (notebook 01's cell in round 9, now named in the notebook as the tested version of
+    its float32-to-float64 lines): inputs and weights
     float64, the float32 weights copied in, and Keras' default dtype and policy back to what they were,
     also when the builder raises."""
 
@@ -894,6 +901,103 @@ def test_refreshing_batch_norm_statistics_after_lbfgs_undoes_the_fit():
     model(inputs, training=True)
     refreshed = float(LOSS(targets, model(inputs)))
     assert fitted < 0.2 and refreshed > 10 * fitted
+
+
+def _rows(n=1000, seed=0):
+    """The notebook's "your data": 1,000 rows of 4 features, target sin(2 x0) + x1 x2."""
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(n, 4))
+    return features, np.sin(2 * features[:, :1]) + features[:, 1:2] * features[:, 2:3]
+
+
+def _dense64(seed=0):
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((4,), dtype="float64"),
+                             keras.layers.Dense(32, activation="tanh", dtype="float64"),
+                             keras.layers.Dense(1, dtype="float64")])
+
+
+def test_the_notebooks_full_data_objective_is_the_loss_of_all_rows_and_needs_the_size_weights():
+    """Notebook 01's "data bigger than one batch": the notebook's `full_data_objective` over batches of
+    400, 400 and 200 rows gives the loss and gradient of all 1,000 rows as one batch. Without the size
+    weights (a plain mean of the three batch losses) it would not: the 200-row batch would count double."""
+    full_data_objective = _notebook_function("full_data_objective")
+    features, targets = _rows()
+    model = _dense64()
+    batches = tf.data.Dataset.from_tensor_slices((features, targets)).batch(400)
+    fun = _notebook_bridge()(model, LOSS, batches.element_spec)
+    fun_all = full_data_objective(fun, batches)
+    theta = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    loss, grad = fun_all(theta)
+    whole_loss, whole_grad = fun(theta, features, targets)
+    assert loss == pytest.approx(whole_loss, rel=1e-12) and np.abs(grad - whole_grad).max() < 1e-12
+    assert fun_all(theta)[0] == loss  # the same pass again: bit-identical
+    unweighted = np.mean([fun(theta, x, y)[0] for x, y in batches])
+    assert abs(unweighted / whole_loss - 1) > 1e-4  # 6.5e-4 here, against 1e-12 with the weights
+    assert _traces(fun) == 1  # batches of 400 and 200 rows and all 1,000 rows: one trace
+
+
+def test_a_pass_that_changes_between_evaluations_makes_the_full_data_objective_a_different_function():
+    """Why the notebook reads a pipeline inside `fun` only as a whole pass in a fixed order: a shuffled
+    pipeline that drops its last partial batch (or augments at random) leaves other rows out at each
+    pass, so two evaluations at the same point disagree, as in the trap. A shuffle that keeps every
+    row changes only the rounding of the sum."""
+    full_data_objective = _notebook_function("full_data_objective")
+    features, targets = _rows()
+    model = _dense64()
+    rows = tf.data.Dataset.from_tensor_slices((features, targets))
+    fun = _notebook_bridge()(model, LOSS, rows.batch(400).element_spec)
+    theta = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    dropping = full_data_objective(fun, rows.shuffle(1000, seed=0).batch(400, drop_remainder=True))
+    assert dropping(theta)[0] != pytest.approx(dropping(theta)[0], rel=1e-6)
+    keeping = full_data_objective(fun, rows.shuffle(1000, seed=0).batch(400))
+    assert keeping(theta)[0] == pytest.approx(fun(theta, features, targets)[0], rel=1e-12)
+
+
+def test_set_floatx_alone_or_clone_model_keep_float32_layers_once_keras_has_built_a_layer():
+    """Notebook 01's float64 pitfalls: Keras fixes its global dtype policy the first time a layer is
+    built with the default, so afterwards `set_floatx("float64")` alone gives float64 inputs but float32
+    layers, and `clone_model` keeps each layer's float32 policy. Setting the dtype policy too (the
+    notebook's lines, `float64_copy`) gives float64 layers."""
+
+    def build():
+        return keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+
+    model32 = build()
+    try:
+        keras.config.set_floatx("float64")
+        only_floatx = build()
+        keras.config.set_dtype_policy("float64")
+        cloned = keras.models.clone_model(model32)
+        both = build()
+    finally:
+        keras.config.set_floatx("float32")
+        keras.config.set_dtype_policy("float32")
+    assert only_floatx.inputs[0].dtype == "float64" and only_floatx.weights[0].dtype == "float32"
+    assert cloned.weights[0].dtype == "float32"
+    assert both.inputs[0].dtype == "float64" and both.weights[0].dtype == "float64"
+
+
+def test_with_all_rows_in_one_batch_lbfgs_ends_far_below_full_batch_adam():
+    """Notebook 01's "When L-BFGS is worth it" of round 10 (docs/decoupling.md, "When L-BFGS beats
+    Adam"): all 1,000 rows as one batch, at most 200 L-BFGS iterations (216 evaluations, loss 0.0016)
+    against `fit` with Adam on the same full batch for as many steps (0.851, 0.0174, 0.0077 at 0.001,
+    0.01, 0.1): L-BFGS ends about 5 times below Adam's best rate."""
+    from scipy.optimize import minimize
+
+    features, targets = _rows()
+    model = _dense64()
+    fun = _notebook_bridge()(model, LOSS, None)
+    theta = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+    result = minimize(fun, theta, args=(features, targets), jac=True, method="L-BFGS-B", options={"maxiter": 200})
+    fun(result.x, features, targets)
+    lbfgs = float(LOSS(targets, model(features)))
+    adam = _dense64()
+    adam.compile(optimizer=keras.optimizers.Adam(0.1), loss=LOSS)
+    adam.fit(tf.data.Dataset.from_tensors((features, targets)).repeat(), steps_per_epoch=result.nfev,
+             shuffle=False, verbose=0)
+    assert result.nfev == 216 and lbfgs == pytest.approx(0.0016, abs=2e-4)
+    assert float(LOSS(targets, adam(features))) > 3 * lbfgs
 
 
 def test_an_eager_tf2_queue_dequeued_once_per_tensor_prints_the_tf1_documented_lines():
