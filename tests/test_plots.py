@@ -47,7 +47,7 @@ def test_held_vs_leaky_shows_the_batch_each_evaluation_read():
     assert strip.get_xlim() == ax.get_xlim() == (0.4, 5.6)  # the columns line up; the axis ends at the last one
 
 
-def test_held_vs_leaky_draws_both_runs_alike_and_joins_only_the_held_runs_points():
+def test_held_vs_leaky_draws_both_runs_alike_and_joins_each_runs_accepted_points():
     # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 0), 258 rejected, 2.0 accepted
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
     ax = fig.axes[1]
@@ -55,22 +55,24 @@ def test_held_vs_leaky_draws_both_runs_alike_and_joins_only_the_held_runs_points
     blue, red = plots.COLORS[:2]
     shift = plots.decoupling.DODGE  # in each column the held run's point sits left, the leaky run's right
     assert 0 < shift < 0.3
-    (path,) = _lines(ax, "-")
-    assert path[1] == blue and np.allclose(path[0], [1, 3 - shift, 4 - shift, 5 - shift])  # start and accepted
+    paths = {color: x for x, color in _lines(ax, "-")}
+    assert np.allclose(paths[blue], [1 - shift, 3 - shift, 4 - shift, 5 - shift])  # the start and accepted points
+    assert np.allclose(paths[red], [1 + shift, 3 + shift])  # the leaky run's path too, start apart from the held one
+    widths = {line.get_color(): line.get_linewidth() for line in ax.lines if len(line.get_xdata()) and
+              line.get_linestyle() == "-"}
+    assert widths[red] < widths[blue]  # the leaky path thin
     assert _lines(ax, ":") == []  # rejected trials are crosses in both runs, joined to nothing
-    unjoined = {line.get_marker(): list(line.get_xdata()) for line in ax.lines
-                if line.get_linestyle() == "None" and line.get_color() == red and len(line.get_xdata())}
-    assert unjoined == {"o": [3 + shift], "x": [2 + shift]}  # the leaky run: markers only (each loss on another batch)
     marks = _marks(ax)
-    assert marks["s"] == [1] and sorted(marks["x"]) == [2 - shift, 2 + shift]  # one start; every rejected trial a cross
+    assert "s" not in marks and sorted(marks["x"]) == [2 - shift, 2 + shift]  # every rejected trial a cross
+    assert sorted(marks["o"]) == sorted([1 - shift, 3 - shift, 4 - shift, 5 - shift, 1 + shift, 3 + shift])
     low, high = ax.get_ylim()
     assert 0.1 / 3 < low <= 0.1 and 430.0 <= high <= 430.0 * 4  # every point on the scale, no empty decade
     texts = [t.get_text() for t in ax.texts]
-    assert texts == ["stops after 5 evaluations", "stops after 3 evaluations"]  # no bracket without points
+    assert texts == ["start", "stops after 5 evaluations", "stops after 3 evaluations"]  # no same-weights label
     legend = ax.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == [
         "batch held: accepted steps, all on batch 0", "next() in the loss: accepted steps, each on a new batch",
-        "trial step the line search rejected", "start (the same for both runs)"]
+        "trial step the line search rejected"]
 
 
 def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
@@ -83,19 +85,16 @@ def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
     assert fig.axes[1].texts[-1].get_text() == "stops after 3 evaluations"
 
 
-def test_held_vs_leaky_brackets_the_evaluations_at_the_same_weights():
+def test_held_vs_leaky_labels_a_last_point_at_exactly_the_weights_before():
     points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5) + 3e-3, np.full(2, 0.5)]
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
-    ax = fig.axes[1]
-    texts = [t.get_text() for t in ax.texts]
-    assert "nearly the same weights, new batches" in texts and max(len(t) for t in texts) <= 40  # short labels
-    shift = plots.decoupling.DODGE
-    (bracket,) = [line for line in ax.lines if line.get_linestyle() == "-" and line.get_color() == plots.COLORS[1]]
-    assert np.allclose(bracket.get_xdata(), [3 + shift, 3 + shift, 5 + shift, 5 + shift])
-    assert min(bracket.get_ydata()) > 9.0  # above the points
-    points[4] = np.full(2, 0.6)  # a real last step: no bracket
+    label = fig.axes[1].texts[-1]
+    assert label.get_text() == "same weights as 3, new batch;\nstops after 5: 'converged'"
+    assert np.allclose(label.xy, [5 + plots.decoupling.DODGE, 8.1])  # at the leaky run's last point
+    assert max(len(line) for t in fig.axes[1].texts for line in t.get_text().splitlines()) <= 40  # short lines
+    points[4] = points[4] + 1e-12  # nearly, not exactly, the same weights: no label
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
-    assert "nearly the same weights, new batches" not in [t.get_text() for t in fig.axes[1].texts]
+    assert fig.axes[1].texts[-1].get_text() == "stops after 5: 'converged'"
 
 
 @pytest.mark.parametrize("args, error, match", [

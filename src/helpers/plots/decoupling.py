@@ -55,15 +55,15 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     ``leaky_points`` (optional) are the leaky run's evaluated parameter vectors, one per loss.
 
     Top panel: the batch each evaluation read (one batch for many evaluations, or one per evaluation).
-    Bottom panel, losses on a log scale, both runs drawn by the same rules: the start a hollow square,
-    accepted points dots, rejected trial steps crosses. In each column the held run's point sits a
-    little left of the evaluation number and the leaky run's a little right (``DODGE``), so that no
-    point hides behind the other run's. Only the held run's accepted points are joined by a line
-    (they are losses on one batch); the leaky run's are not (each loss comes from another batch).
-    When the leaky run's last accepted point is at the same weights as the one before (the line
-    search ended with a step of 0; needs ``leaky_points``), a bracket over those evaluations says so
-    in a short label. Each run's last evaluation is labelled; the leaky run's label adds 'converged'
-    when its last evaluation is an accepted point whose loss rose: SciPy's L-BFGS-B stops when
+    Bottom panel, losses on a log scale, both runs drawn by the same rules: accepted points (the start
+    included) are dots joined by a line, the held run's thick, the leaky run's thin; rejected trial
+    steps are crosses joined to nothing. In each column the held run's point sits a little left of the
+    evaluation number and the leaky run's a little right (``DODGE``), the start included, so that no
+    point hides behind the other run's; a "start" label sits over column 1. When the leaky run's last
+    accepted point is at exactly the weights of the one before (the line search ended with a step of
+    0; needs ``leaky_points``), a label at that point says "same weights as k, new batch". Each run's
+    last evaluation is labelled; the leaky run's label adds 'converged' when its last evaluation is an
+    accepted point whose loss rose: SciPy's L-BFGS-B stops when
     (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies. The legend sits under
     the axes.
 
@@ -93,38 +93,33 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     held_path, leaky_path = path_of(values, held_accepted), path_of(seen, leaky_accepted)
     # the two runs side by side in each column (held left, leaky right), so no point hides behind another
     left = np.arange(1, len(values) + 1) - DODGE
-    left[0] = 1
     ax.semilogy(left[held_path], values[held_path], "-o", color=COLORS[0], lw=2, ms=5)
     ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=8, mew=1.8)
     right = np.arange(1, len(seen) + 1) + DODGE
-    ax.semilogy(right[leaky_path][1:], seen[leaky_path][1:], "o", color=COLORS[1], ms=6)  # no line: other batches
+    ax.semilogy(right[leaky_path], seen[leaky_path], "-o", color=COLORS[1], lw=1, ms=5)
     ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=8, mew=1.8)
-    ax.semilogy([1], values[:1], "s", color="black", ms=9, mfc="white", mew=1.5, zorder=3)
+    ax.annotate("start", (1, max(values[0], seen[0])), textcoords="offset points", xytext=(0, 8), ha="center",
+                fontsize=9)
 
     accepted = np.flatnonzero(leaky_path)
+    rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
+    stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
     if leaky_points is not None and len(accepted) >= 2:
         a, b = accepted[-2], accepted[-1]
         if np.array_equal(np.asarray(leaky_points[b]), np.asarray(leaky_points[a])):  # the last "step" kept the weights
-            top = seen[a:b + 1].max() * 1.8
-            ends = [a + 1 + DODGE, b + 1 + DODGE]
-            ax.semilogy(ends[:1] * 2 + ends[1:] * 2, [top / 1.25, top, top, top / 1.25], "-", color=COLORS[1], lw=1)
-            ax.annotate("nearly the same weights, new batches", (sum(ends) / 2, top), textcoords="offset points",
-                        xytext=(0, 4), ha="center", fontsize=9, color=COLORS[1])
+            stop = f"same weights as {a + 1}, new batch;\n{stop}"
     ax.annotate(f"stops after {len(values)} evaluations", (len(values) - DODGE, values[-1]), textcoords="offset points",
                 xytext=(0, -15), ha="right", fontsize=9, color=COLORS[0], fontweight="bold")
-    rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
-    stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
-    ax.annotate(stop, (len(seen) + DODGE, seen[-1]), textcoords="offset points",
-                xytext=(9, -3), fontsize=9, color=COLORS[1], fontweight="bold")
+    ax.annotate(stop, (len(seen) + DODGE, seen[-1]), textcoords="offset points", xytext=(9, 0), va="center",
+                fontsize=9, color=COLORS[1], fontweight="bold")
 
     def mark(style: str, color: str, **kw: Any) -> Any:
         return ax.plot([], [], style, color=color, **kw)[0]
 
-    handles = [mark("-o", COLORS[0], lw=2), mark("o", COLORS[1], ms=6),
-               (mark("x", COLORS[0], ms=8, mew=1.8), mark("x", COLORS[1], ms=8, mew=1.8)),
-               mark("s", "black", ms=9, mfc="white", mew=1.5)]
+    handles = [mark("-o", COLORS[0], lw=2, ms=5), mark("-o", COLORS[1], lw=1, ms=5),
+               (mark("x", COLORS[0], ms=8, mew=1.8), mark("x", COLORS[1], ms=8, mew=1.8))]
     labels = ["batch held: accepted steps, all on batch 0", "next() in the loss: accepted steps, each on a new batch",
-              "trial step the line search rejected", "start (the same for both runs)"]
+              "trial step the line search rejected"]
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)}, loc="upper center",
               bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
     ax.set_xlim(0.4, max(len(values), len(seen)) + 0.6)
