@@ -71,8 +71,13 @@ def test_held_vs_leaky_draws_both_runs_alike_and_joins_each_runs_accepted_points
     assert texts == ["start", "stops after 5 evaluations", "stops after 3 evaluations"]  # no same-weights label
     legend = ax.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == [
-        "batch held: accepted steps, all on batch 0", "next() in the loss: accepted steps, each on a new batch",
-        "trial step the line search rejected"]
+        "batch held: points SciPy accepted (all on batch 0)",
+        "next() in the loss: points SciPy accepted (each on a different batch)",
+        "trial point the line search rejected"]
+    crosses = [line for line in ax.lines if line.get_marker() == "x" and len(line.get_xdata())]
+    paths = [line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
+    assert min(c.get_zorder() for c in crosses) > max(p.get_zorder() for p in paths)  # crosses over the lines
+    assert all(c.get_path_effects() for c in crosses)  # with a white outline where they cross a line
 
 
 def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
@@ -89,7 +94,7 @@ def test_held_vs_leaky_labels_a_last_point_at_exactly_the_weights_before():
     points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5) + 3e-3, np.full(2, 0.5)]
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     label = fig.axes[1].texts[-1]
-    assert label.get_text() == "same weights as 3, new batch;\nstops after 5: 'converged'"
+    assert label.get_text() == "accepted: the weights of 3, on batch 4;\nthe loss rose: SciPy says 'converged'"
     assert np.allclose(label.xy, [5 + plots.decoupling.DODGE, 8.1])  # at the leaky run's last point
     assert max(len(line) for t in fig.axes[1].texts for line in t.get_text().splitlines()) <= 40  # short lines
     points[4] = points[4] + 1e-12  # nearly, not exactly, the same weights: no label

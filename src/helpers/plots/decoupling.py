@@ -10,7 +10,7 @@ from helpers.plots._style import COLORS, apply_style
 
 __all__ = ["held_vs_leaky"]
 
-DODGE = 0.15  # held_vs_leaky: how far each run's points sit left (held) and right (leaky) of their column
+DODGE = 0.25  # held_vs_leaky: how far each run's points sit left (held) and right (leaky) of their column
 
 
 def _check(name: str, losses: Any, accepted: Any) -> None:
@@ -59,13 +59,13 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     included) are dots joined by a line, the held run's thick, the leaky run's thin; rejected trial
     steps are crosses joined to nothing. In each column the held run's point sits a little left of the
     evaluation number and the leaky run's a little right (``DODGE``), the start included, so that no
-    point hides behind the other run's; a "start" label sits over column 1. When the leaky run's last
-    accepted point is at exactly the weights of the one before (the line search ended with a step of
-    0; needs ``leaky_points``), a label at that point says "same weights as k, new batch". Each run's
-    last evaluation is labelled; the leaky run's label adds 'converged' when its last evaluation is an
-    accepted point whose loss rose: SciPy's L-BFGS-B stops when
-    (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies. The legend sits under
-    the axes.
+    point hides behind the other run's; crosses have a white outline and sit over the lines. A "start"
+    label sits over column 1. Each run's last evaluation is labelled; the leaky run's label says
+    'converged' when its last evaluation is an accepted point whose loss rose: SciPy's L-BFGS-B stops
+    when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies. When that point is
+    at exactly the weights of the accepted one before (the line search ended with a step of 0; needs
+    ``leaky_points``), the label says so: "accepted: the weights of k, on batch j". The legend, under
+    the axes, says that the leaky run's accepted points are each on a different batch.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
     >>> strip, ax = fig.axes
@@ -73,6 +73,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     ('log', ['0', '0', '0', '0', '0', '1', '2', '3'])
     """
     import matplotlib.pyplot as plt
+    from matplotlib import patheffects
     from matplotlib.legend_handler import HandlerTuple
 
     _check("held", held, held_accepted)
@@ -81,7 +82,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         raise ValueError(f"leaky_points has {len(leaky_points)} vectors for {len(leaky)} losses: one per evaluation")
 
     apply_style()
-    fig, (strip, ax) = plt.subplots(2, 1, figsize=(8.5, 5.8), sharex=True, gridspec_kw={"height_ratios": [1, 4]})
+    fig, (strip, ax) = plt.subplots(2, 1, figsize=(8.5, 6.2), sharex=True, gridspec_kw={"height_ratios": [1, 4]})
     _batch_strip(strip, len(held), len(leaky))
     values, seen = np.asarray(held, dtype=float), np.asarray(leaky, dtype=float)
 
@@ -92,22 +93,25 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
 
     held_path, leaky_path = path_of(values, held_accepted), path_of(seen, leaky_accepted)
     # the two runs side by side in each column (held left, leaky right), so no point hides behind another
+    halo = [patheffects.withStroke(linewidth=4, foreground="white")]  # a cross stays visible over a line
     left = np.arange(1, len(values) + 1) - DODGE
     ax.semilogy(left[held_path], values[held_path], "-o", color=COLORS[0], lw=2, ms=5)
-    ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=8, mew=1.8)
+    ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=9, mew=2, zorder=4,
+                path_effects=halo)
     right = np.arange(1, len(seen) + 1) + DODGE
     ax.semilogy(right[leaky_path], seen[leaky_path], "-o", color=COLORS[1], lw=1, ms=5)
-    ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=8, mew=1.8)
+    ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=9, mew=2, zorder=4,
+                path_effects=halo)
     ax.annotate("start", (1, max(values[0], seen[0])), textcoords="offset points", xytext=(0, 8), ha="center",
                 fontsize=9)
 
     accepted = np.flatnonzero(leaky_path)
     rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
     stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
-    if leaky_points is not None and len(accepted) >= 2:
+    if rose and leaky_points is not None:
         a, b = accepted[-2], accepted[-1]
         if np.array_equal(np.asarray(leaky_points[b]), np.asarray(leaky_points[a])):  # the last "step" kept the weights
-            stop = f"same weights as {a + 1}, new batch;\n{stop}"
+            stop = f"accepted: the weights of {a + 1}, on batch {b};\nthe loss rose: SciPy says 'converged'"
     ax.annotate(f"stops after {len(values)} evaluations", (len(values) - DODGE, values[-1]), textcoords="offset points",
                 xytext=(0, -15), ha="right", fontsize=9, color=COLORS[0], fontweight="bold")
     ax.annotate(stop, (len(seen) + DODGE, seen[-1]), textcoords="offset points", xytext=(9, 0), va="center",
@@ -117,16 +121,18 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         return ax.plot([], [], style, color=color, **kw)[0]
 
     handles = [mark("-o", COLORS[0], lw=2, ms=5), mark("-o", COLORS[1], lw=1, ms=5),
-               (mark("x", COLORS[0], ms=8, mew=1.8), mark("x", COLORS[1], ms=8, mew=1.8))]
-    labels = ["batch held: accepted steps, all on batch 0", "next() in the loss: accepted steps, each on a new batch",
-              "trial step the line search rejected"]
+               (mark("x", COLORS[0], ms=9, mew=2), mark("x", COLORS[1], ms=9, mew=2))]
+    labels = ["batch held: points SciPy accepted (all on batch 0)",
+              "next() in the loss: points SciPy accepted (each on a different batch)",
+              "trial point the line search rejected"]
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)}, loc="upper center",
-              bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9)
+              bbox_to_anchor=(0.5, -0.16), ncol=1, fontsize=9)
     ax.set_xlim(0.4, max(len(values), len(seen)) + 0.6)
     ax.set_xticks(range(1, max(len(values), len(seen)) + 1))  # one tick per evaluation (column)
     ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 4)
     ax.set_xlabel("evaluation (one call of fun: loss and gradient)")
     ax.set_ylabel("loss on that batch (log)")
-    ax.set_title("The loss each evaluation returned", fontsize=11)
+    ax.set_title("The loss each evaluation returned: the held run keeps falling, the leaky run stops early",
+                 fontsize=11)
     fig.tight_layout()
     return fig
