@@ -73,7 +73,8 @@ def test_held_vs_leaky_draws_both_runs_alike_and_joins_each_runs_accepted_points
     assert [t.get_text() for t in legend.get_texts()] == [
         "batch held: points SciPy accepted (all on batch 0)",
         "next() in the loss: points SciPy accepted (each on a different batch)",
-        "trial point the line search rejected"]
+        "trial point the line search rejected (normal: both runs have them)"]
+    assert "held run sits left" in ax.get_xlabel() and "next() run right" in ax.get_xlabel()  # the offsets, said
     crosses = [line for line in ax.lines if line.get_marker() == "x" and len(line.get_xdata())]
     paths = [line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
     assert min(c.get_zorder() for c in crosses) > max(p.get_zorder() for p in paths)  # crosses over the lines
@@ -94,12 +95,22 @@ def test_held_vs_leaky_labels_a_last_point_at_exactly_the_weights_before():
     points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5) + 3e-3, np.full(2, 0.5)]
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     label = fig.axes[1].texts[-1]
-    assert label.get_text() == "accepted: the weights of 3, on batch 4;\nthe loss rose: SciPy says 'converged'"
+    assert label.get_text() == ("accepted: the weights of 3, on batch 4;\nthe loss did not fall, and SciPy stops\n"
+                                "when it falls too little: 'converged'")
     assert np.allclose(label.xy, [5 + plots.decoupling.DODGE, 8.1])  # at the leaky run's last point
     assert max(len(line) for t in fig.axes[1].texts for line in t.get_text().splitlines()) <= 40  # short lines
     points[4] = points[4] + 1e-12  # nearly, not exactly, the same weights: no label
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     assert fig.axes[1].texts[-1].get_text() == "stops after 5: 'converged'"
+
+
+def test_held_vs_leaky_says_the_held_run_stopped_at_its_cap_not_by_converging():
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=2)
+    assert fig.axes[1].texts[1].get_text() == "stops at its cap of 2 iterations"
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=5)
+    assert fig.axes[1].texts[1].get_text() == "stops after 3 evaluations"  # under its cap: no claim
+    with pytest.raises(ValueError, match="max_iterations must be >= 1"):
+        plots.held_vs_leaky([133.0], [], [133.0], [], max_iterations=0)
 
 
 @pytest.mark.parametrize("args, error, match", [

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from helpers.arguments import require_int
 from helpers.plots._style import COLORS, apply_style
 
 __all__ = ["held_vs_leaky"]
@@ -45,7 +46,8 @@ def _batch_strip(ax: Any, held: int, leaky: int) -> None:
 
 
 def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float],
-                  leaky_accepted: list[int], leaky_points: list[Any] | None = None) -> Any:
+                  leaky_accepted: list[int], leaky_points: list[Any] | None = None, *,
+                  max_iterations: int | None = None) -> Any:
     """Notebook 01's picture: two L-BFGS runs from the same start, one evaluation per column.
 
     ``held`` lists the loss of each evaluation of a run on one batch, taken once; ``leaky`` the same
@@ -53,19 +55,23 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     ``held_accepted`` and ``leaky_accepted`` are the evaluation numbers (1-based; 1 is the start) of
     the points SciPy accepted as iterates, e.g. ``len(losses)`` recorded by its ``callback``.
     ``leaky_points`` (optional) are the leaky run's evaluated parameter vectors, one per loss.
+    ``max_iterations`` (optional) is both runs' iteration cap: a run that made that many iterations
+    is labelled as stopped at the cap, so that its end does not read as convergence.
 
     Top panel: the batch each evaluation read (one batch for many evaluations, or one per evaluation).
     Bottom panel, losses on a log scale, both runs drawn by the same rules: accepted points (the start
     included) are dots joined by a line, the held run's thick, the leaky run's thin; rejected trial
     steps are crosses joined to nothing. In each column the held run's point sits a little left of the
-    evaluation number and the leaky run's a little right (``DODGE``), the start included, so that no
-    point hides behind the other run's; crosses have a white outline and sit over the lines. A "start"
-    label sits over column 1. Each run's last evaluation is labelled; the leaky run's label says
-    'converged' when its last evaluation is an accepted point whose loss rose: SciPy's L-BFGS-B stops
-    when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies. When that point is
-    at exactly the weights of the accepted one before (the line search ended with a step of 0; needs
-    ``leaky_points``), the label says so: "accepted: the weights of k, on batch j". The legend, under
-    the axes, says that the leaky run's accepted points are each on a different batch.
+    evaluation number and the leaky run's a little right (``DODGE``, said in the x label), the start
+    included, so that no point hides behind the other run's; crosses have a white outline and sit over
+    the lines. A "start" label sits over column 1. Each run's last evaluation is labelled; the leaky
+    run's label says 'converged' when its last evaluation is an accepted point whose loss rose: SciPy's
+    L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies. When
+    that point is at exactly the weights of the accepted one before (the line search ended with a step
+    of 0; needs ``leaky_points``), the label says so and why a rise stops SciPy: "accepted: the weights
+    of k, on batch j; the loss did not fall, and SciPy stops when it falls too little". The legend,
+    under the axes, says that the leaky run's accepted points are each on a different batch, and that
+    rejected trials are normal in both runs.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
     >>> strip, ax = fig.axes
@@ -78,6 +84,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
 
     _check("held", held, held_accepted)
     _check("leaky", leaky, leaky_accepted)
+    max_iterations = require_int("max_iterations", max_iterations, minimum=1, allow_none=True)
     if leaky_points is not None and len(leaky_points) != len(leaky):
         raise ValueError(f"leaky_points has {len(leaky_points)} vectors for {len(leaky)} losses: one per evaluation")
 
@@ -111,8 +118,12 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     if rose and leaky_points is not None:
         a, b = accepted[-2], accepted[-1]
         if np.array_equal(np.asarray(leaky_points[b]), np.asarray(leaky_points[a])):  # the last "step" kept the weights
-            stop = f"accepted: the weights of {a + 1}, on batch {b};\nthe loss rose: SciPy says 'converged'"
-    ax.annotate(f"stops after {len(values)} evaluations", (len(values) - DODGE, values[-1]), textcoords="offset points",
+            stop = (f"accepted: the weights of {a + 1}, on batch {b};\nthe loss did not fall, and SciPy stops\n"
+                    "when it falls too little: 'converged'")
+    held_stop = f"stops after {len(values)} evaluations"
+    if max_iterations is not None and len(held_accepted) >= max_iterations:  # the cap, not convergence
+        held_stop = f"stops at its cap of {max_iterations} iterations"
+    ax.annotate(held_stop, (len(values) - DODGE, values[-1]), textcoords="offset points",
                 xytext=(0, -15), ha="right", fontsize=9, color=COLORS[0], fontweight="bold")
     ax.annotate(stop, (len(seen) + DODGE, seen[-1]), textcoords="offset points", xytext=(9, 0), va="center",
                 fontsize=9, color=COLORS[1], fontweight="bold")
@@ -124,13 +135,13 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
                (mark("x", COLORS[0], ms=9, mew=2), mark("x", COLORS[1], ms=9, mew=2))]
     labels = ["batch held: points SciPy accepted (all on batch 0)",
               "next() in the loss: points SciPy accepted (each on a different batch)",
-              "trial point the line search rejected"]
+              "trial point the line search rejected (normal: both runs have them)"]
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)}, loc="upper center",
               bbox_to_anchor=(0.5, -0.16), ncol=1, fontsize=9)
     ax.set_xlim(0.4, max(len(values), len(seen)) + 0.6)
     ax.set_xticks(range(1, max(len(values), len(seen)) + 1))  # one tick per evaluation (column)
     ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 4)
-    ax.set_xlabel("evaluation (one call of fun: loss and gradient)")
+    ax.set_xlabel("evaluation (one call of fun); in each column the held run sits left, the next() run right")
     ax.set_ylabel("loss on that batch (log)")
     ax.set_title("The loss each evaluation returned: the held run keeps falling, the leaky run stops early",
                  fontsize=11)
