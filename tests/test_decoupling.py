@@ -779,6 +779,66 @@ def test_float64_copy_bad_arguments(build, model, error, match):
     assert keras.config.floatx() == "float32" and keras.config.dtype_policy().name == "float32"
 
 
+def test_float64_copy_rebuilds_a_loaded_model_from_its_json_with_float64_in_place_of_float32(tmp_path):
+    """Notebook 01 and docs/decoupling.md ("Everything to copy"): a model loaded from a file has no
+    build function; its JSON with float64 in place of float32, passed as ``build`` (to the notebook's
+    float64_copy and to the helper), gives float64 inputs and layers with the same outputs. Rebuilding
+    from ``get_config()`` alone keeps float32 layers, even under the float64 defaults."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    hidden = keras.layers.BatchNormalization()(keras.layers.Dense(8, activation="tanh")(inputs))
+    keras.Model(inputs, keras.layers.Dense(1)(hidden)).save(tmp_path / "model.keras")
+    model32 = keras.models.load_model(tmp_path / "model.keras")
+    x = np.random.default_rng(0).normal(size=(5, 4))
+
+    def build():  # the notebook's one line
+        return keras.models.model_from_json(model32.to_json().replace('"float32"', '"float64"'))
+
+    for copy in (_notebook_function("float64_copy")(build, model32), d.float64_copy(build, model32)):
+        assert {v.dtype for v in copy.weights} == {"float64"} and copy.inputs[0].dtype == "float64"
+        assert np.allclose(copy(x).numpy(), model32(x).numpy(), rtol=1e-5, atol=1e-6)
+        assert keras.config.floatx() == "float32" and keras.config.dtype_policy().name == "float32"
+    from_config = d.float64_copy(lambda: keras.Model.from_config(model32.get_config()), model32)
+    assert {v.dtype for v in from_config.weights} == {"float32"}  # the config keeps each layer's float32
+
+
+def _docs_block_to_copy():
+    """The one ```python block of docs/decoupling.md's "Everything to copy" section."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "decoupling.md").read_text()
+    section = text.split("## Everything to copy\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1, "the section holds one python block"
+    return blocks[0]
+
+
+def test_the_docs_block_to_copy_is_the_notebooks_code_and_runs(capsys):
+    """docs/decoupling.md, "Everything to copy": its functions are notebook 01's, line for line (so the
+    two never drift apart), and the block runs as is, printing what the section says: cell C's result
+    and cell D's loss on all the data after each pass."""
+    import ast
+
+    import json
+    from pathlib import Path
+
+    block = _docs_block_to_copy()
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "01_queue_decoupling.ipynb"
+    notebook = {node.name: ast.dump(node) for cell in json.loads(path.read_text())["cells"]
+                if cell["cell_type"] == "code" and "def " in "".join(cell["source"])
+                for node in ast.parse("".join(cell["source"])).body if isinstance(node, ast.FunctionDef)}
+    docs = {node.name: ast.dump(node) for node in ast.parse(block).body if isinstance(node, ast.FunctionDef)}
+    for name in ("scipy_objective", "lbfgs_on_batch", "full_data_objective", "float64_copy", "your_model"):
+        assert docs[name] == notebook[name], f"{name} differs from the notebook's"
+    exec(compile(block, "docs/decoupling.md:everything-to-copy", "exec"), {})  # noqa: S102
+    assert capsys.readouterr().out.splitlines() == [
+        "all the data: 100 iterations, 107 passes, loss 0.0075",
+        "one batch at a time, after pass 1: loss on all the data 0.0912",
+        "one batch at a time, after pass 2: loss on all the data 0.0345",
+        "one batch at a time, after pass 3: loss on all the data 0.0232"]
+    assert keras.config.floatx() == "float32" and keras.config.dtype_policy().name == "float32"
+
+
 def _full_batch_runs(dtype, features, targets, weights):
     """The notebook's full-batch cell (round 9) for one dtype: rows in order and reversed."""
     from scipy.optimize import minimize
