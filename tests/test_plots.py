@@ -32,62 +32,85 @@ def _marks(ax):
     return marks
 
 
-def test_held_vs_leaky_draws_both_runs_alike_and_labels_each_leaky_batch():
+def _lines(ax, style):
+    """(x data, colour) of every drawn line of a line style (legend proxies have no data)."""
+    return [(list(line.get_xdata()), line.get_color()) for line in ax.lines
+            if line.get_linestyle() == style and len(line.get_xdata())]
+
+
+def test_held_vs_leaky_shows_the_batch_each_evaluation_read():
+    fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
+    strip, ax = fig.axes
+    assert [t.get_text() for t in strip.texts] == ["0"] * 5 + ["0", "1", "2"]  # one batch held; one per evaluation
+    assert [t.get_position()[0] for t in strip.texts] == [1, 2, 3, 4, 5, 1, 2, 3]  # under its evaluation
+    assert [t.get_text() for t in strip.get_yticklabels()] == ["batch held", "next() in the loss"]
+    assert strip.get_xlim() == ax.get_xlim() == (0.4, 5.6)  # the columns line up; the axis ends at the last one
+
+
+def test_held_vs_leaky_draws_both_runs_alike_and_joins_each_runs_accepted_points():
     # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 0), 258 rejected, 2.0 accepted
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
-    (ax,) = fig.axes
+    ax = fig.axes[1]
     assert ax.get_yscale() == "log"
-    marks = _marks(ax)
-    assert marks["s"] == [1] and marks["x"] == [2, 2]  # the start; one marker style for every rejected trial
-
-    def drawn(style):
-        return [(list(line.get_xdata()), line.get_color()) for line in ax.lines
-                if line.get_linestyle() == style and len(line.get_xdata())]
-
     blue, red = plots.COLORS[:2]
-    assert drawn("-") == [([1, 3, 4, 5], blue), ([1, 3], red)]  # each path joins only the start and accepted points
-    assert drawn(":") == [([1, 2], blue), ([1, 2], red)]  # a rejected trial, joined to the point it was tried from
-    assert drawn("--") == []
-    texts = {t.get_text(): t for t in ax.texts}
-    assert set(texts) == {"batch 0", "batch 1", "batch 2", "stops after 5 evaluations", "stops after 3 evaluations",
-                          "rejected: loss rose"}  # the held run's rejected trial says why
-    # a label goes under its point when the held run's point at that evaluation is above it (430 > 258, 3.6 > 2.0)
-    assert texts["batch 1"].xyann[1] < 0 and texts["batch 2"].xyann[1] < 0 and texts["batch 0"].xyann[1] > 0
-    assert all(texts[f"batch {k}"].get_fontsize() >= 9 for k in range(3))  # readable at notebook width
+    shift = plots.decoupling.DODGE  # in each column the held run's point sits left, the leaky run's right
+    assert 0 < shift < 0.3
+    paths = {color: x for x, color in _lines(ax, "-")}
+    assert np.allclose(paths[blue], [1 - shift, 3 - shift, 4 - shift, 5 - shift])  # the start and accepted points
+    assert np.allclose(paths[red], [1 + shift, 3 + shift])  # the leaky run's path too, start apart from the held one
+    widths = {line.get_color(): line.get_linewidth() for line in ax.lines if len(line.get_xdata()) and
+              line.get_linestyle() == "-"}
+    assert widths[red] < widths[blue]  # the leaky path thin
+    assert _lines(ax, ":") == []  # rejected trials are crosses in both runs, joined to nothing
+    marks = _marks(ax)
+    assert "s" not in marks and sorted(marks["x"]) == [2 - shift, 2 + shift]  # every rejected trial a cross
+    assert sorted(marks["o"]) == sorted([1 - shift, 3 - shift, 4 - shift, 5 - shift, 1 + shift, 3 + shift])
     low, high = ax.get_ylim()
-    assert 0.1 / 3 < low <= 0.1 and 430.0 <= high < 430.0 * 3  # every point on the scale, no empty decade
-    assert ax.get_xlim()[1] == 5.5  # the x axis ends at the last evaluation
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(legend) == 3 and not any("\n" in t for t in legend) and legend[2].endswith("(its loss rose)")
+    assert 0.1 / 3 < low <= 0.1 and 430.0 <= high <= 430.0 * 4  # every point on the scale, no empty decade
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["start", "stops after 5 evaluations", "stops after 3 evaluations"]  # no same-weights label
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "batch held: points SciPy accepted (all on batch 0)",
+        "next() in the loss: points SciPy accepted (each on a different batch)",
+        "trial point the line search rejected (normal: both runs have them)"]
+    assert "held run sits left" in ax.get_xlabel() and "next() run right" in ax.get_xlabel()  # the offsets, said
+    crosses = [line for line in ax.lines if line.get_marker() == "x" and len(line.get_xdata())]
+    paths = [line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
+    assert min(c.get_zorder() for c in crosses) > max(p.get_zorder() for p in paths)  # crosses over the lines
+    assert all(c.get_path_effects() for c in crosses)  # with a white outline where they cross a line
 
 
-def test_held_vs_leaky_points_at_a_rise_between_accepted_points_of_the_leaky_run():
-    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4])
-    (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
-    assert rise.get_text().startswith("from batch 2 to batch 3:\n") and "rose 2.00 → 8.10" in rise.get_text()
-    assert 3 < rise.xy[0] < 4 and 2.0 < rise.xy[1] < 8.1  # the arrow ends on the rising segment
-    assert not [line for line in fig.axes[0].lines if line.get_linestyle() == "--"]  # no points: a real step
-    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 1.5], [3, 4])  # no rise: no arrow
-    assert not [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
+def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
+    # SciPy's L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol: any rise does it
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0, 8.1], [2, 4])
+    assert fig.axes[1].texts[-1].get_text() == "stops after 4: 'converged'"
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0, 1.5], [2, 4])  # it fell: no claim
+    assert fig.axes[1].texts[-1].get_text() == "stops after 4 evaluations"
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2])  # ends on a rejected trial
+    assert fig.axes[1].texts[-1].get_text() == "stops after 3 evaluations"
 
 
-def test_held_vs_leaky_says_when_the_rise_happened_at_the_same_weights():
-    points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5)]  # evaluation 4 is evaluation 3's point
-    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
-    (rise,) = [t for t in fig.axes[0].texts if "'converged'" in t.get_text()]
-    assert rise.get_text().startswith("same weights, new batch:\n") and "rose 2.00 → 8.10" in rise.get_text()
-    dashed = [list(line.get_xdata()) for line in fig.axes[0].lines if line.get_linestyle() == "--"]
-    assert dashed == [[3, 4]]  # drawn unlike an accepted step: only the batch changed
-    assert rise.xy[0] == 3.5  # the arrow points at that segment
-    points[3] = np.full(2, 0.6)  # a real step: the plain wording
-    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 8.1], [3, 4], points)
-    assert [t for t in fig.axes[0].texts if t.get_text().startswith("from batch 2 to batch 3")]
+def test_held_vs_leaky_labels_a_last_point_at_exactly_the_weights_before():
+    points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5) + 3e-3, np.full(2, 0.5)]
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
+    label = fig.axes[1].texts[-1]
+    assert label.get_text() == ("accepted: the weights of 3, on batch 4;\nthe loss did not fall, and SciPy stops\n"
+                                "when it falls too little: 'converged'")
+    assert np.allclose(label.xy, [5 + plots.decoupling.DODGE, 8.1])  # at the leaky run's last point
+    assert max(len(line) for t in fig.axes[1].texts for line in t.get_text().splitlines()) <= 40  # short lines
+    points[4] = points[4] + 1e-12  # nearly, not exactly, the same weights: no label
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
+    assert fig.axes[1].texts[-1].get_text() == "stops after 5: 'converged'"
 
 
-def test_held_vs_leaky_says_the_loss_rose_only_when_every_rejected_trial_raised_it():
-    fig = plots.held_vs_leaky([4.0, 3.0, 2.0], [3], [4.0], [])  # a trial rejected although its loss fell
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()][2] == "trial rejected"
-    assert "rejected" in [t.get_text() for t in fig.axes[0].texts]  # the held run's trial, without "loss rose"
+def test_held_vs_leaky_says_the_held_run_stopped_at_its_cap_not_by_converging():
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=2)
+    assert fig.axes[1].texts[1].get_text() == "stops at its cap of 2 iterations"
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=5)
+    assert fig.axes[1].texts[1].get_text() == "stops after 3 evaluations"  # under its cap: no claim
+    with pytest.raises(ValueError, match="max_iterations must be >= 1"):
+        plots.held_vs_leaky([133.0], [], [133.0], [], max_iterations=0)
 
 
 @pytest.mark.parametrize("args, error, match", [

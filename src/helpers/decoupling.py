@@ -9,6 +9,7 @@ function as often as the optimizer likes.
 * :class:`BatchObjective`: ``params -> (loss, gradient)`` on one fixed batch, for SciPy.
 * :func:`minimize_on_batch`: ``scipy.optimize.minimize`` on one batch, model left at the optimum.
 * :class:`CountingIterator`: counts how often the input pipeline was advanced.
+* :func:`float64_copy`: your float32 model rebuilt in float64, weights included (SciPy works in float64).
 
 The loss is the one Keras minimises: ``loss_fn``'s batch mean plus ``model.losses`` (kernel
 regularisers, ``add_loss``), computed with ``training=False`` so that Dropout and BatchNorm make it
@@ -32,6 +33,7 @@ from helpers.plumbing import (WeakModel, check_keras_steps, check_loss_fn, check
 
 __all__ = [
     "LossAndGradient", "shared_loss_and_gradient", "BatchObjective", "minimize_on_batch", "CountingIterator",
+    "float64_copy",
 ]
 
 # --------------------------------------------------------------------------- objective
@@ -365,6 +367,40 @@ def minimize_on_batch(
     objective.assign(result.x)
     result.objective, result.iterates = objective, iterates
     return result
+
+
+def float64_copy(build: Callable[[], keras.Model], model: keras.Model) -> keras.Model:
+    """The model ``build()`` makes, in float64, holding ``model``'s weights.
+
+    SciPy's L-BFGS stops when an iteration lowers the loss by less than about 2e-9 of itself, finer
+    than float32 resolves (docs/decoupling.md, "Why float64"). ``keras.config.set_floatx`` alone is
+    not enough once a layer was built (Keras caches the dtype policy), so both the default float type
+    and the dtype policy are set while ``build`` runs, and restored afterwards, also when it raises.
+
+    >>> def build():
+    ...     return keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> copy = float64_copy(build, build())
+    >>> copy.weights[0].dtype, keras.config.floatx()
+    ('float64', 'float32')
+    """
+    if not callable(build):
+        raise TypeError(f"build must be a function that makes the model, got {type(build).__name__}")
+    check_model(model, built=True)
+    old_floatx, old_policy = keras.config.floatx(), keras.config.dtype_policy()
+    keras.config.set_floatx("float64")  # keras.Input makes float64 inputs
+    keras.config.set_dtype_policy("float64")  # layers hold and compute float64
+    try:
+        copy = build()
+    finally:
+        keras.config.set_floatx(old_floatx)
+        keras.config.set_dtype_policy(old_policy)
+    if not isinstance(copy, keras.Model):
+        raise TypeError(f"build() must return a Keras model, it returned {type(copy).__name__}")
+    try:
+        copy.set_weights(model.get_weights())
+    except ValueError as error:
+        raise ValueError(f"build() made a model of another structure than model: {error}") from None
+    return copy
 
 
 # --------------------------------------------------------------------------- bookkeeping

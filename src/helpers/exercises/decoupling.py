@@ -86,10 +86,10 @@ def _close(a: list[np.ndarray], b: list[np.ndarray], rtol: float = 1e-9) -> bool
 # --------------------------------------------------------------------------- exercise 1
 
 
-def _accepts(ours: keras.Model, loss_fn: Callable, batch: tuple, start: list[np.ndarray], trial: float,
-             c: float) -> bool:
-    """Whether the Armijo condition holds at step ``trial`` from ``start`` (``ours`` is left there)."""
-    f0, g = _loss_and_gradient(ours, loss_fn, batch, start)
+def _accepts(ours: keras.Model, loss_fn: Callable, batch: tuple, start: list[np.ndarray], f0: float,
+             g: list[np.ndarray], trial: float, c: float) -> bool:
+    """Whether the Armijo condition holds at step ``trial`` from ``start``, where the loss is ``f0`` and
+    the gradient ``g`` (``ours`` is left at the trial point)."""
     moved = [w - trial * d for w, d in zip(start, g)]
     return _loss_and_gradient(ours, loss_fn, batch, moved)[0] <= f0 - c * trial * sum(float(np.sum(d * d)) for d in g)
 
@@ -100,12 +100,13 @@ def _is_first_accepted(t: float, ours: keras.Model, loss_fn: Callable, batch: tu
     accepts, or 0.0 when it accepts none of them."""
     trials = [shrink ** k for k in range(max_tries)]
     matches = [k for k, trial in enumerate(trials) if math.isclose(t, trial, rel_tol=1e-9, abs_tol=0.0)]
-    if t == 0.0:
-        return not any(_accepts(ours, loss_fn, batch, start, trial, c) for trial in trials)
-    if not matches:
+    if t != 0.0 and not matches:
         return False
-    return (_accepts(ours, loss_fn, batch, start, t, c)
-            and not any(_accepts(ours, loss_fn, batch, start, trial, c) for trial in trials[:matches[0]]))
+    f0, g = _loss_and_gradient(ours, loss_fn, batch, start)  # once: every trial starts from here
+    if t == 0.0:
+        return not any(_accepts(ours, loss_fn, batch, start, f0, g, trial, c) for trial in trials)
+    return (_accepts(ours, loss_fn, batch, start, f0, g, t, c)
+            and not any(_accepts(ours, loss_fn, batch, start, f0, g, trial, c) for trial in trials[:matches[0]]))
 
 
 def check_armijo_step(armijo_step: Callable) -> None:

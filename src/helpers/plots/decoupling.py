@@ -6,103 +6,144 @@ from typing import Any
 
 import numpy as np
 
-from helpers.plots._style import COLORS, new_figure
+from helpers.arguments import require_int
+from helpers.plots._style import COLORS, apply_style
 
 __all__ = ["held_vs_leaky"]
 
+DODGE = 0.25  # held_vs_leaky: how far each run's points sit left (held) and right (leaky) of their column
+
+
+def _check(name: str, losses: Any, accepted: Any) -> None:
+    if not isinstance(losses, (list, tuple, np.ndarray)) or not isinstance(accepted, (list, tuple)):
+        raise TypeError(f"{name} and {name}_accepted must be lists (losses; evaluation numbers)")
+    if len(losses) == 0:
+        raise ValueError(f"{name} is empty: a run has at least its first evaluation")
+    if not all(np.isfinite(losses)) or min(losses) <= 0:
+        raise ValueError(f"{name} must hold positive, finite losses to draw on a log scale")
+    if any(not 2 <= int(i) <= len(losses) for i in accepted) or list(accepted) != sorted(set(accepted)):
+        raise ValueError(f"{name}_accepted = {list(accepted)} must be increasing evaluation numbers from 2 "
+                         f"to {len(losses)} (evaluation 1 is the start)")
+
+
+def _batch_strip(ax: Any, held: int, leaky: int) -> None:
+    """One cell per evaluation, with the number of the batch it read: all 0 held, 0, 1, 2, ... leaky."""
+    from matplotlib.patches import Rectangle
+
+    for row, count, color, batch_of in ((1, held, COLORS[0], lambda k: 0), (0, leaky, COLORS[1], lambda k: k)):
+        for k in range(count):
+            ax.add_patch(Rectangle((k + 0.55, row - 0.38), 0.9, 0.76, facecolor=color, alpha=0.15,
+                                   edgecolor=color))
+            ax.text(k + 1, row, str(batch_of(k)), ha="center", va="center", fontsize=9.5, color=color)
+    ax.set_ylim(-0.5, 1.5)
+    ax.set_yticks([1, 0], ["batch held", "next() in the loss"])
+    ax.tick_params(axis="y", length=0)
+    ax.grid(False)
+    for side in ("left", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="x", labelbottom=False, length=0)
+    ax.set_title("The batch each evaluation read", fontsize=11)
+
 
 def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float],
-                  leaky_accepted: list[int], leaky_points: list[Any] | None = None) -> Any:
-    """Notebook 01's picture: every loss two L-BFGS runs asked for, from the same start, on one log scale.
+                  leaky_accepted: list[int], leaky_points: list[Any] | None = None, *,
+                  max_iterations: int | None = None) -> Any:
+    """Notebook 01's picture: two L-BFGS runs from the same start, one evaluation per column.
 
     ``held`` lists the loss of each evaluation of a run on one batch, taken once; ``leaky`` the same
-    for a run whose objective takes a new batch at every evaluation (evaluation k on the k-th batch
-    taken, batch 0 first). ``held_accepted`` and ``leaky_accepted`` are the evaluation numbers
-    (1-based; 1 is the start) of the points SciPy accepted as iterates, e.g. ``len(losses)`` recorded
-    by its ``callback``. ``leaky_points`` (optional) are the leaky run's evaluated parameter vectors,
-    one per loss: a step between two accepted points at the same weights (the line search ended with
-    a step of 0) is drawn dashed and labelled "same weights, new batch", since only the batch changed.
+    for a run whose objective takes a new batch at every evaluation (evaluation k on batch k - 1).
+    ``held_accepted`` and ``leaky_accepted`` are the evaluation numbers (1-based; 1 is the start) of
+    the points SciPy accepted as iterates, e.g. ``len(losses)`` recorded by its ``callback``.
+    ``leaky_points`` (optional) are the leaky run's evaluated parameter vectors, one per loss.
+    ``max_iterations`` (optional) is both runs' iteration cap: a run that made that many iterations
+    is labelled as stopped at the cap, so that its end does not read as convergence.
 
-    Both runs are drawn alike, the held one blue, the leaky one red: a solid line through the start
-    (hollow square) and the accepted points (dots); a trial step the line search rejected is a cross,
-    joined by a dotted line to the point it was tried from (the legend says "its loss rose" only when
-    every one did; the held run's first one is labelled). The leaky run's points say which batch they
-    were computed on ("batch 3"); the last rise of its loss between two accepted points (the reason
-    SciPy stops with "converged") is labelled. The last point of each run says after how many
-    evaluations it stopped; the axes end at the last evaluation and just beyond the lowest and highest
-    loss; the legend (three entries) sits under the axes.
+    Top panel: the batch each evaluation read (one batch for many evaluations, or one per evaluation).
+    Bottom panel, losses on a log scale, both runs drawn by the same rules: accepted points (the start
+    included) are dots joined by a line, the held run's thick, the leaky run's thin; rejected trial
+    steps are crosses joined to nothing. In each column the held run's point sits a little left of the
+    evaluation number and the leaky run's a little right (``DODGE``, said in the x label), the start
+    included, so that no point hides behind the other run's; crosses have a white outline and sit over
+    the lines. A "start" label sits over column 1. Each run's last evaluation is labelled; the leaky
+    run's label says 'converged' when its last evaluation is an accepted point whose loss rose: SciPy's
+    L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies. When
+    that point is at exactly the weights of the accepted one before (the line search ended with a step
+    of 0; needs ``leaky_points``), the label says so and why a rise stops SciPy: "accepted: the weights
+    of k, on batch j; the loss did not fall, and SciPy stops when it falls too little". The legend,
+    under the axes, says that the leaky run's accepted points are each on a different batch, and that
+    rejected trials are normal in both runs.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
-    >>> fig.axes[0].get_yscale(), [t.get_text() for t in fig.axes[0].texts][-2:]
-    ('log', ['stops after 4 evaluations', 'stops after 4 evaluations'])
+    >>> strip, ax = fig.axes
+    >>> ax.get_yscale(), [t.get_text() for t in strip.texts]
+    ('log', ['0', '0', '0', '0', '0', '1', '2', '3'])
     """
-    for name, losses, accepted in (("held", held, held_accepted), ("leaky", leaky, leaky_accepted)):
-        if not isinstance(losses, (list, tuple, np.ndarray)) or not isinstance(accepted, (list, tuple)):
-            raise TypeError(f"{name} and {name}_accepted must be lists (losses; evaluation numbers)")
-        if len(losses) == 0:
-            raise ValueError(f"{name} is empty: a run has at least its first evaluation")
-        if not all(np.isfinite(losses)) or min(losses) <= 0:
-            raise ValueError(f"{name} must hold positive, finite losses to draw on a log scale")
-        if any(not 2 <= int(i) <= len(losses) for i in accepted) or list(accepted) != sorted(set(accepted)):
-            raise ValueError(f"{name}_accepted = {list(accepted)} must be increasing evaluation numbers from 2 "
-                             f"to {len(losses)} (evaluation 1 is the start)")
+    import matplotlib.pyplot as plt
+    from matplotlib import patheffects
+    from matplotlib.legend_handler import HandlerTuple
+
+    _check("held", held, held_accepted)
+    _check("leaky", leaky, leaky_accepted)
+    max_iterations = require_int("max_iterations", max_iterations, minimum=1, allow_none=True)
     if leaky_points is not None and len(leaky_points) != len(leaky):
         raise ValueError(f"leaky_points has {len(leaky_points)} vectors for {len(leaky)} losses: one per evaluation")
 
-    fig, ax = new_figure(width=8.5, height=4.8)
+    apply_style()
+    fig, (strip, ax) = plt.subplots(2, 1, figsize=(8.5, 6.2), sharex=True, gridspec_kw={"height_ratios": [1, 4]})
+    _batch_strip(strip, len(held), len(leaky))
     values, seen = np.asarray(held, dtype=float), np.asarray(leaky, dtype=float)
-    all_rose, paths, first_rejected = True, [], None
-    for losses, accepted, color in ((values, held_accepted, COLORS[0]), (seen, leaky_accepted, COLORS[1])):
-        steps = np.arange(1, len(losses) + 1)
+
+    def path_of(losses: np.ndarray, accepted: list[int]) -> np.ndarray:
         on_path = np.zeros(len(losses), dtype=bool)
         on_path[[0, *(int(i) - 1 for i in accepted)]] = True
-        for i in np.flatnonzero(~on_path):
-            origin = np.flatnonzero(on_path[:i])[-1]  # the last path point before this trial
-            all_rose = all_rose and losses[i] > losses[origin]
-            ax.semilogy([steps[origin], steps[i]], [losses[origin], losses[i]], ":", color=color, lw=1)
-            ax.semilogy([steps[i]], [losses[i]], "x", color=color, ms=8, mew=1.8)
-            if color == COLORS[0] and first_rejected is None:
-                first_rejected = (i, losses[i] > losses[origin])
-        paths.append(np.flatnonzero(on_path))
-    unmoved = [leaky_points is not None and np.array_equal(np.asarray(leaky_points[a]), np.asarray(leaky_points[b]))
-               for a, b in zip(paths[1][:-1], paths[1][1:])]
-    ax.semilogy(paths[0] + 1, values[paths[0]], "-o", color=COLORS[0], lw=2, ms=5)
-    for (a, b), same in zip(zip(paths[1][:-1], paths[1][1:]), unmoved):  # the leaky path, one step at a time
-        ax.semilogy([a + 1, b + 1], seen[[a, b]], "--" if same else "-", color=COLORS[1], lw=2)
-    ax.semilogy(paths[1] + 1, seen[paths[1]], "o", color=COLORS[1], ms=5)
-    ax.semilogy([1], values[:1], "s", color="black", ms=9, mfc="white", mew=1.5, zorder=3)
+        return on_path
 
-    for k in range(len(seen)):  # evaluation k + 1 ran on batch k
-        below = 0 < k < len(values) and values[k] > seen[k]  # keep the label off the held run's point
-        ax.annotate(f"batch {k}", (k + 1, seen[k]), textcoords="offset points", fontsize=9.5, color=COLORS[1],
-                    xytext=(0, -15 if below else 8), ha="center")
-    if first_rejected is not None:
-        i, rose = first_rejected
-        ax.annotate("rejected: loss rose" if rose else "rejected", (i + 1, values[i]), textcoords="offset points",
-                    xytext=(9, -3), fontsize=9, color=COLORS[0])
-    rises = [(a, b, same) for (a, b), same in zip(zip(paths[1][:-1], paths[1][1:]), unmoved) if seen[b] > seen[a]]
-    if rises:
-        a, b, same = rises[-1]
-        mid = ((a + b) / 2 + 1, float(np.sqrt(seen[a] * seen[b])))  # the middle of the segment, on a log scale
-        why = "same weights, new batch:\n" if same else f"from batch {a} to batch {b}:\n"
-        ax.annotate(f"{why}the loss rose {seen[a]:.2f} → {seen[b]:.2f};\nSciPy reports 'converged'", mid,
-                    xytext=(b + 1.4, seen[b] / 3), fontsize=9, ha="left", va="top",  # below the run's end
-                    color=COLORS[1], arrowprops={"arrowstyle": "->", "color": COLORS[1]})
-    ax.annotate(f"stops after {len(values)} evaluations", (len(values), values[-1]), textcoords="offset points",
+    held_path, leaky_path = path_of(values, held_accepted), path_of(seen, leaky_accepted)
+    # the two runs side by side in each column (held left, leaky right), so no point hides behind another
+    halo = [patheffects.withStroke(linewidth=4, foreground="white")]  # a cross stays visible over a line
+    left = np.arange(1, len(values) + 1) - DODGE
+    ax.semilogy(left[held_path], values[held_path], "-o", color=COLORS[0], lw=2, ms=5)
+    ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=9, mew=2, zorder=4,
+                path_effects=halo)
+    right = np.arange(1, len(seen) + 1) + DODGE
+    ax.semilogy(right[leaky_path], seen[leaky_path], "-o", color=COLORS[1], lw=1, ms=5)
+    ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=9, mew=2, zorder=4,
+                path_effects=halo)
+    ax.annotate("start", (1, max(values[0], seen[0])), textcoords="offset points", xytext=(0, 8), ha="center",
+                fontsize=9)
+
+    accepted = np.flatnonzero(leaky_path)
+    rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
+    stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
+    if rose and leaky_points is not None:
+        a, b = accepted[-2], accepted[-1]
+        if np.array_equal(np.asarray(leaky_points[b]), np.asarray(leaky_points[a])):  # the last "step" kept the weights
+            stop = (f"accepted: the weights of {a + 1}, on batch {b};\nthe loss did not fall, and SciPy stops\n"
+                    "when it falls too little: 'converged'")
+    held_stop = f"stops after {len(values)} evaluations"
+    if max_iterations is not None and len(held_accepted) >= max_iterations:  # the cap, not convergence
+        held_stop = f"stops at its cap of {max_iterations} iterations"
+    ax.annotate(held_stop, (len(values) - DODGE, values[-1]), textcoords="offset points",
                 xytext=(0, -15), ha="right", fontsize=9, color=COLORS[0], fontweight="bold")
-    ax.annotate(f"stops after {len(seen)} evaluations", (len(seen), seen[-1]), textcoords="offset points",
-                xytext=(9, -3), fontsize=9, color=COLORS[1], fontweight="bold")
+    ax.annotate(stop, (len(seen) + DODGE, seen[-1]), textcoords="offset points", xytext=(9, 0), va="center",
+                fontsize=9, color=COLORS[1], fontweight="bold")
 
-    handles = [
-        ax.plot([], [], "-o", color=COLORS[0], lw=2, label="batch held: all on batch 0")[0],
-        ax.plot([], [], "-o", color=COLORS[1], lw=2, label="next() in the loss: a new batch each")[0],
-        ax.plot([], [], ":x", color="black", label="trial rejected" + (" (its loss rose)" if all_rose else ""))[0],
-    ]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=9)
-    ax.set_xlim(0.5, max(len(values), len(seen)) + 0.5)
-    ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 2.5)  # just the data
-    ax.set_xlabel("evaluations (calls of fun); ● accepted step, □ start")
-    ax.set_ylabel("loss on the batch evaluated (log)")
-    ax.set_title("Same start, same L-BFGS: one batch held vs a new batch per evaluation")
+    def mark(style: str, color: str, **kw: Any) -> Any:
+        return ax.plot([], [], style, color=color, **kw)[0]
+
+    handles = [mark("-o", COLORS[0], lw=2, ms=5), mark("-o", COLORS[1], lw=1, ms=5),
+               (mark("x", COLORS[0], ms=9, mew=2), mark("x", COLORS[1], ms=9, mew=2))]
+    labels = ["batch held: points SciPy accepted (all on batch 0)",
+              "next() in the loss: points SciPy accepted (each on a different batch)",
+              "trial point the line search rejected (normal: both runs have them)"]
+    ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)}, loc="upper center",
+              bbox_to_anchor=(0.5, -0.16), ncol=1, fontsize=9)
+    ax.set_xlim(0.4, max(len(values), len(seen)) + 0.6)
+    ax.set_xticks(range(1, max(len(values), len(seen)) + 1))  # one tick per evaluation (column)
+    ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 4)
+    ax.set_xlabel("evaluation (one call of fun); in each column the held run sits left, the next() run right")
+    ax.set_ylabel("loss on that batch (log)")
+    ax.set_title("The loss each evaluation returned: the held run keeps falling, the leaky run stops early",
+                 fontsize=11)
     fig.tight_layout()
     return fig
