@@ -762,6 +762,24 @@ def test_float64_copy_rebuilds_in_float64_with_the_weights_and_restores_the_defa
     assert keras.config.floatx() == "float32" and keras.config.dtype_policy().name == "float32"
 
 
+def test_float64_copy_puts_back_the_callers_own_defaults_such_as_mixed_precision():
+    """A learner training with mixed precision keeps it: the notebook's float64_copy and the helper put
+    back the float type and dtype policy that were set before, not Keras' factory defaults."""
+
+    def build():
+        return keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+
+    model32 = build()
+    for copy in (_notebook_function("float64_copy"), d.float64_copy):
+        keras.config.set_dtype_policy("mixed_float16")
+        try:
+            model64 = copy(build, model32)
+            assert keras.config.dtype_policy().name == "mixed_float16" and keras.config.floatx() == "float32"
+            assert {v.dtype for v in model64.weights} == {"float64"}
+        finally:
+            keras.config.set_dtype_policy("float32")
+
+
 def _small_dense(units):
     return keras.Sequential([keras.Input((3,)), keras.layers.Dense(units), keras.layers.Dense(1)])
 
