@@ -287,6 +287,27 @@ def test_validation_curve_draws_training_and_validation():
     assert list(ax.lines[1].get_xdata()) == [0, 4, 8]
 
 
+def test_validation_losses_draws_one_marker_per_curve_over_the_training_loss():
+    fig = plots.validation_losses([("loop", [(0, 4.0), (2, 1.0)]), ("fit", [(0, 4.0), (2, 1.0)]),
+                                   ("built-in", [(2, 1.0)])], train_losses=[3.0, 2.0], title="three ways")
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.lines] == ["training loss (each step)", "loop", "fit", "built-in"]
+    assert list(ax.lines[0].get_xdata()) == [1, 2]  # training steps count from 1
+    assert list(ax.lines[3].get_xdata()) == [2]  # no point where the curve has none
+    assert len({line.get_marker() for line in ax.lines[1:]}) == 2 and ax.lines[1].get_markerfacecolor() == "none"
+    assert ax.lines[2].get_zorder() > ax.lines[3].get_zorder() > ax.lines[1].get_zorder()  # the dot on top
+    assert ax.get_yscale() == "log" and ax.get_title() == "three ways"
+
+
+def test_validation_losses_bad_input():
+    import pytest
+
+    with pytest.raises(ValueError, match="curves"):
+        plots.validation_losses([])
+    with pytest.raises(ValueError, match="curves"):
+        plots.validation_losses([("empty", [])])
+
+
 _PANELS = [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], [], []]),
            ("fresh", [[[0, 1], [2]], [[0, 1], [2]]])]
 

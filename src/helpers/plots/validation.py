@@ -8,7 +8,7 @@ import numpy as np
 
 from helpers.plots._style import COLORS, apply_style, new_figure
 
-__all__ = ["validation_curve", "validation_passes"]
+__all__ = ["validation_curve", "validation_losses", "validation_passes"]
 
 
 def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smooth: int = 1,
@@ -43,6 +43,47 @@ def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smoo
     ax.set_ylabel(metric)
     ax.legend()
     return ax.figure
+
+
+def validation_losses(curves: list[tuple[str, list[tuple[int, float]]]], *, train_losses: list[float] | None = None,
+                      title: str | None = None) -> Any:
+    """Validation losses against the training step, one marker per ``(label, [(step, loss), ...])``
+    pair, on a log axis with plain tick labels. Markers shrink from the first curve to the last
+    (an open circle, a dot, a cross), so curves with equal values stay visible on top of each other.
+    ``train_losses``: the training loss of steps 1, 2, ..., drawn as a thin grey line. Returns the
+    Figure.
+
+    >>> fig = validation_losses([("loop", [(0, 4.0), (2, 1.0)]), ("fit", [(2, 1.0)])], train_losses=[3.0, 2.0])
+    >>> [line.get_label() for line in fig.axes[0].lines]
+    ['training loss (each step)', 'loop', 'fit']
+
+    Raises ValueError for no curves or an empty one.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    if not curves or any(not points for _, points in curves):
+        raise ValueError("curves: give at least one (label, [(step, loss), ...]) with at least one point")
+    fig, ax = new_figure(width=8.0, height=4.2)
+    if train_losses is not None:
+        ax.plot(np.arange(1, len(train_losses) + 1), train_losses, color="0.65", lw=1.0,
+                label="training loss (each step)")
+    styles = [dict(marker="o", ms=13, mfc="none", mew=2.0, zorder=3), dict(marker="o", ms=6, mew=0, zorder=5),
+              dict(marker="x", ms=10, mew=2.2, zorder=4), dict(marker="s", ms=4, mew=0, zorder=6)]
+    for number, (label, points) in enumerate(curves):
+        steps = [step for step, _ in points]
+        losses = [loss for _, loss in points]
+        ax.plot(steps, losses, ls="none", color=COLORS[number % len(COLORS)], label=label,
+                **styles[number % len(styles)])
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0,)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.set_xlabel("training step")
+    ax.set_ylabel("loss (log scale)")
+    ax.legend(loc="upper right", fontsize=9)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
 
 
 def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
