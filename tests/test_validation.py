@@ -868,10 +868,9 @@ def _fit(callbacks, model=None, **fit_args):
 
 
 def notebook_callback(model: keras.Model, every: int, data: tf.data.Dataset | None = None):
-    """The notebook's ``ValidateEvery`` for ``model``, with its pass made by the notebook's ``make_val_sums``."""
-    data = data or val_ds()
-    val_sums = notebook_function("make_val_sums")(model, MSE, data.element_spec)
-    return notebook_function("ValidateEvery")(data, every, val_sums)
+    """The notebook's ``ValidateEvery`` (it makes its pass with the notebook's ``make_val_sums`` for the
+    model ``fit`` trains, in ``on_train_begin``); ``model`` is unused, kept for the callers' symmetry."""
+    return notebook_function("ValidateEvery")(data or val_ds(), every, MSE)
 
 
 def compiled(model: keras.Model, optimizer: keras.optimizers.Optimizer | None = None, **compile_args) -> keras.Model:
@@ -890,7 +889,7 @@ def test_the_notebooks_callback_validates_inside_fit_and_leaves_its_loss_alone()
     assert _fit([ours], model)["loss"][0] == pytest.approx(true_loss, rel=1e-6)  # fit's numbers untouched
     assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]  # step 0 included
     np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in loop_curve], rtol=1e-5)
-    assert ours.val_sums.experimental_get_tracing_count() == 1  # traced once, before fit: no trace inside fit
+    assert ours.val_sums.experimental_get_tracing_count() == 1  # traced once, in on_train_begin: not per pass
 
     model = compiled(make_model())
     across = notebook_callback(model, 3)
@@ -933,14 +932,109 @@ def test_the_notebooks_callback_counts_regularisers_as_fits_val_loss_does():
 def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_pass_does_not():
     EvaluateEvery = notebook_function("EvaluateEvery")  # the notebook's wrong version: Keras' own pass
     true_loss = _fit([])["loss"][0]
-    keras_way = EvaluateEvery(val_ds(), 3)
-    broken = _fit([keras_way])["loss"][0]
-    assert broken == pytest.approx(keras_way.curve[-1], rel=1e-6)  # the last validation loss
-    assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
+    reported = []  # what fit reports after each step, as the notebook's figure draws it
+    record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: reported.append(logs["loss"]))
+    broken = _fit([EvaluateEvery(val_ds(), 3), record])["loss"][0]
     model = compiled(make_model())
     ours = notebook_callback(model, 3)
-    assert _fit([ours], model)["loss"][0] == pytest.approx(true_loss, rel=1e-6)
-    np.testing.assert_allclose([v for _, v in ours.curve[1:]], keras_way.curve, rtol=1e-5)
+    ours_reported = []
+    ours_record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: ours_reported.append(logs["loss"]))
+    assert _fit([ours, ours_record], model)["loss"][0] == pytest.approx(true_loss, rel=1e-6)
+    assert broken == pytest.approx(ours.curve[-1][1], rel=1e-5)  # History keeps the last validation loss
+    assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
+    assert reported[:3] == pytest.approx(ours_reported[:3], rel=1e-6)  # the same until the first evaluate()
+    assert abs(reported[3] / ours_reported[3] - 1) > 0.1  # after it, fit reports validation losses mixed in
+
+
+# --------------------------------------------------------------------------- the notebook's KeepBest
+# KeepBest(ValidateEvery): the notebook's best weights and patience, with the helper's arguments.
+
+
+def notebook_keep_best(*args, **kwargs):
+    return notebook_function("KeepBest")(*args, **kwargs)
+
+
+def test_the_notebooks_keep_best_takes_the_helpers_arguments():
+    import inspect
+
+    ours = list(inspect.signature(notebook_function("KeepBest")).parameters)
+    theirs = list(inspect.signature(V.ValidateEvery).parameters)
+    assert ours == [name for name in theirs if name != "loss_weights"]  # the helper adds loss_weights only
+    assert list(inspect.signature(notebook_function("ValidateEvery")).parameters) == theirs[:4]
+
+
+@pytest.mark.parametrize("restore_best, patience", [(True, 1), (True, 2), (False, None), (True, None)])
+def test_the_notebooks_keep_best_gives_the_helpers_passes_metrics_best_step_and_weights(restore_best, patience):
+    def run(callback_class):
+        model = compiled(make_model(), keras.optimizers.Adam(0.1))  # fast: the best pass is not the last
+        callback = callback_class(val_ds(), 2, MSE, [keras.metrics.MeanAbsoluteError(name="mae")],
+                                  restore_best=restore_best, patience=patience)
+        _fit([callback], model, steps_per_epoch=24)  # passes every 2 steps; the best at step 18, not the last
+        return model, callback
+
+    model, ours = run(notebook_function("KeepBest"))
+    helped, theirs = run(V.ValidateEvery)
+    assert [step for step, _ in ours.curve] == [step for step, _ in theirs.curve]
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in theirs.curve], rtol=1e-5)
+    np.testing.assert_allclose([r["val_mae"] for r in ours.results], [r["mae"] for r in theirs.results], rtol=1e-5)
+    assert ours.best_step == theirs.best_step and ours.best_step != ours.curve[-1][0]
+    assert int(model.optimizer.iterations) == int(helped.optimizer.iterations)  # stopped at the same step
+    assert (int(model.optimizer.iterations) < 24) == (patience is not None)
+    np.testing.assert_allclose(np.concatenate([w.ravel() for w in model.get_weights()]),
+                               np.concatenate([w.ravel() for w in helped.get_weights()]), rtol=1e-5, atol=1e-7)
+
+
+def test_the_notebooks_keep_best_restores_the_best_weights_and_stops_after_patience_passes():
+    model = compiled(make_model(), keras.optimizers.Adam(0.1))
+    ours = notebook_keep_best(val_ds(), 2, MSE, restore_best=True, patience=2)
+    _fit([ours], model, steps_per_epoch=40)
+    steps = [step for step, _ in ours.curve]
+    assert int(model.optimizer.iterations) == steps[-1] == ours.best_step + 4 < 40  # two passes after the best
+    assert all(loss >= ours.best_loss for _, loss in ours.curve[-2:])
+    assert same(model.get_weights(), ours.best_weights)
+    assert V.evaluate(model, val_ds(), MSE)["loss"] == pytest.approx(ours.best_loss, rel=1e-6)
+    last = notebook_keep_best(val_ds(), 2, MSE, patience=2)  # restore_best=False: the last weights stay
+    plain = compiled(make_model(), keras.optimizers.Adam(0.1))
+    kept = compiled(make_model(), keras.optimizers.Adam(0.1))
+    _fit([last], kept, steps_per_epoch=40)
+    _fit([], plain, steps_per_epoch=int(kept.optimizer.iterations))
+    assert same(kept.get_weights(), plain.get_weights())
+
+
+def test_the_notebooks_callback_puts_metrics_in_logs_and_empties_them_between_passes():
+    seen = []
+    spy = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: seen.append(logs.get("val_mae")))
+    model = compiled(make_model())
+    mae = keras.metrics.MeanAbsoluteError(name="mae")
+    ours = notebook_function("ValidateEvery")(val_ds(), 3, MSE, [mae])
+    _fit([ours, spy], model)
+    assert [v for v in seen if v is not None] == [r["val_mae"] for r in ours.results[1:]]
+    x, y = V.collect(val_ds())
+    last = float(np.mean(np.abs(model(x).numpy().astype(np.float64) - y)))
+    assert ours.results[-1]["val_mae"] == pytest.approx(last, rel=1e-5)  # this pass only, not a running total
+    assert float(mae.result()) == 0.0  # emptied for the next pass
+
+
+def test_reported_losses_draws_each_report_its_history_value_and_the_passes():
+    from helpers import plots
+
+    fig = plots.validation.reported_losses([("ours", [4.0, 3.0, 2.0], 3.0), ("evaluate()", [4.0, 1.2, 1.1], 1.0)],
+                                           val_curve=[(0, 5.0), (2, 1.0)], title="reported")
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["validation loss (a full pass)", "ours", "History kept 3.000", "evaluate()", "History kept 1.000"]
+    lines = {line.get_label(): line for line in ax.lines}
+    assert list(lines["ours"].get_xdata()) == [1, 2, 3]  # steps count from 1
+    assert list(lines["History kept 1.000"].get_xdata()) == [3]  # at the last step
+    assert ax.get_yscale() == "log" and ax.get_title() == "reported"
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    with pytest.raises(ValueError, match="reports"):
+        plots.validation.reported_losses([])
+    with pytest.raises(ValueError, match="differ"):
+        plots.validation.reported_losses([("a", [1.0], 1.0), ("b", [1.0, 2.0], 2.0)])
 
 
 # --------------------------------------------------------------------------- the helper's callback

@@ -8,7 +8,53 @@ import numpy as np
 
 from helpers.plots._style import COLORS, apply_style, new_figure
 
-__all__ = ["validation_curve", "validation_losses", "validation_passes"]
+__all__ = ["reported_losses", "validation_curve", "validation_losses", "validation_passes"]
+
+
+def reported_losses(reports: list[tuple[str, list[float], float]], *,
+                    val_curve: list[tuple[int, float]] | None = None, title: str | None = None) -> Any:
+    """The training loss ``fit`` reports in its logs after each step (a running mean over the
+    epoch), one line per ``(label, values, kept)``: ``values`` for steps 1, 2, ...; ``kept``, the
+    loss ``History`` kept for the epoch, a star at the last step in the line's colour, its value in
+    the legend. ``val_curve`` ``[(step, loss), ...]``: the validation passes, open grey circles with
+    a dotted line at each pass. Log y axis with plain tick labels. Returns the Figure.
+
+    >>> fig = reported_losses([("ours", [4.0, 3.0], 3.5), ("evaluate()", [4.0, 1.2], 1.0)],
+    ...                       val_curve=[(0, 5.0), (2, 1.0)])
+    >>> fig.axes[0].get_legend_handles_labels()[1][:3]
+    ['validation loss (a full pass)', 'ours', 'History kept 3.500']
+
+    Raises ValueError for no reports, an empty one, or reports of different lengths.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    if not reports or any(len(values) == 0 for _, values, _ in reports):
+        raise ValueError("reports: give at least one (label, [loss after step 1, 2, ...], kept) with values")
+    if len({len(values) for _, values, _ in reports}) > 1:
+        raise ValueError(f"reports differ in length: {[(label, len(values)) for label, values, _ in reports]}")
+    fig, ax = new_figure(width=8.0, height=4.2)
+    if val_curve:
+        for step, _ in val_curve:
+            ax.axvline(step, color="0.6", lw=0.8, ls=":", zorder=0)
+        ax.plot([step for step, _ in val_curve], [loss for _, loss in val_curve], ls="none", marker="o", ms=9,
+                mfc="none", mec="0.45", mew=1.5, zorder=2, label="validation loss (a full pass)")
+    for number, (label, values, kept) in enumerate(reports):
+        color = COLORS[number % len(COLORS)]
+        steps = np.arange(1, len(values) + 1)
+        ax.plot(steps, values, color=color, lw=2.0 if number == 0 else 1.6, ls="-" if number == 0 else "--",
+                zorder=3 + number, label=label)
+        ax.plot([steps[-1]], [kept], ls="none", marker="*", ms=15, color=color, mec="white", mew=0.8,
+                zorder=6, label=f"History kept {kept:.3f}")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 3.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.set_xlabel("training step")
+    ax.set_ylabel("loss (log scale)")
+    ax.legend(loc="upper right", fontsize=9)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
 
 
 def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smooth: int = 1,
