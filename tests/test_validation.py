@@ -868,9 +868,19 @@ def _fit(callbacks, model=None, **fit_args):
 
 
 def notebook_callback(model: keras.Model, every: int, data: tf.data.Dataset | None = None):
-    """The notebook's ``ValidateEvery`` (it makes its pass with the notebook's ``make_val_sums`` for the
-    model ``fit`` trains, in ``on_train_begin``); ``model`` is unused, kept for the callers' symmetry."""
+    """The notebook's ``ValidateEvery`` (it makes its pass with the notebook's ``make_validation_pass``
+    for the model ``fit`` trains, in ``on_train_begin``); ``model`` is unused, kept for the callers'
+    symmetry."""
     return notebook_function("ValidateEvery")(data or val_ds(), every, MSE)
+
+
+def pass_traces(callback) -> int:
+    """How many times the compiled ``batch_sums`` of the callback's pass was traced: the
+    ``tf.function`` that ``make_validation_pass`` closes its ``validation_pass`` over."""
+    held = [cell.cell_contents for cell in callback.validation_pass.__closure__]
+    compiled = [value for value in held if hasattr(value, "experimental_get_tracing_count")]
+    assert len(compiled) == 1, held
+    return compiled[0].experimental_get_tracing_count()
 
 
 def compiled(model: keras.Model, optimizer: keras.optimizers.Optimizer | None = None, **compile_args) -> keras.Model:
@@ -889,7 +899,7 @@ def test_the_notebooks_callback_validates_inside_fit_and_leaves_its_loss_alone()
     assert _fit([ours], model)["loss"][0] == pytest.approx(true_loss, rel=1e-6)  # fit's numbers untouched
     assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]  # step 0 included
     np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in loop_curve], rtol=1e-5)
-    assert ours.val_sums.experimental_get_tracing_count() == 1  # traced once, in on_train_begin: not per pass
+    assert pass_traces(ours) == 1  # traced once, in on_train_begin: not per pass
 
     model = compiled(make_model())
     across = notebook_callback(model, 3)
@@ -906,7 +916,7 @@ def test_the_notebooks_callback_pass_is_a_mean_over_examples():
         callback.set_model(model)
         callback.on_train_begin({})  # step 0: one pass, compiled
         assert callback.curve == [(0, pytest.approx(exact, rel=1e-5))]
-        assert callback.val_sums.experimental_get_tracing_count() == 1  # one graph, last batch smaller too
+        assert pass_traces(callback) == 1  # one graph, last batch smaller too
 
 
 def test_the_notebooks_callback_puts_val_loss_in_logs_for_the_callbacks_after_it():
@@ -1027,7 +1037,7 @@ def test_reported_losses_draws_each_report_its_history_value_and_the_passes():
     lines = {line.get_label(): line for line in ax.lines}
     assert list(lines["ours"].get_xdata()) == [1, 2, 3]  # steps count from 1
     assert list(lines["History kept 1.000"].get_xdata()) == [3]  # at the last step
-    assert ax.get_yscale() == "log" and ax.get_title() == "reported"
+    assert ax.get_yscale() == "log" and fig._suptitle.get_text() == "reported"
     import matplotlib.pyplot as plt
 
     plt.close(fig)
@@ -1035,6 +1045,24 @@ def test_reported_losses_draws_each_report_its_history_value_and_the_passes():
         plots.validation.reported_losses([])
     with pytest.raises(ValueError, match="differ"):
         plots.validation.reported_losses([("a", [1.0], 1.0), ("b", [1.0, 2.0], 2.0)])
+    with pytest.raises(ValueError, match="per_step"):
+        plots.reported_losses([("a", [1.0, 2.0], 1.5)], per_step=[1.0])
+
+
+def test_reported_losses_draws_the_loss_of_each_step_under_the_reports_and_a_subtitle():
+    from helpers import plots
+
+    fig = plots.reported_losses([("ours", [4.0, 3.0, 2.0], 3.0)], per_step=[4.0, 2.0, 0.5],
+                                title="reported", subtitle="same weights")
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.lines}
+    each = lines["loss of each training step"]
+    assert list(each.get_xdata()) == [1, 2, 3] and list(each.get_ydata()) == [4.0, 2.0, 0.5]
+    assert each.get_zorder() < lines["ours"].get_zorder()  # under the reports
+    assert ax.get_title() == "same weights" and fig._suptitle.get_text() == "reported"
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 # --------------------------------------------------------------------------- the helper's callback
@@ -1253,16 +1281,78 @@ def test_tf1_reinitializable_iterator_resets_training_and_feedable_does_not():
         assert read == [list(range(100 + 4 * i, 104 + 4 * i)) for i in range(6)]  # training went on
 
 
-def test_the_notebooks_pass_counts_examples_of_a_dict_target():
-    make_val_sums = notebook_function("make_val_sums")
+@pytest.mark.parametrize("name", ["make_steps", "make_validation_pass"])
+def test_the_notebooks_passes_count_examples_of_a_dict_target(name):
     inputs = keras.Input((V.FEATURES,))
     model = keras.Model(inputs, {"out": keras.layers.Dense(1)(inputs)})
     x, y = V.collect(val_ds())
-    batches = tf.data.Dataset.from_tensor_slices((x, {"out": y})).batch(BATCH)
-    val_sums = make_val_sums(model, lambda y, pred: MSE(y["out"], pred["out"]), batches.element_spec)
-    total, count = 0.0, 0
-    for xb, yb in batches:
-        batch_sum, n = val_sums(xb, yb)
-        total, count = total + float(batch_sum), count + int(n)
+    batches = tf.data.Dataset.from_tensor_slices((x, {"out": y})).batch(BATCH)  # 54: a last batch of 6
+    dict_mse = lambda y, pred: MSE(y["out"], pred["out"])  # noqa: E731
     exact = np.mean((model(x)["out"].numpy().astype(np.float64) - y) ** 2)
-    assert count == len(y) and total / count == pytest.approx(exact, rel=1e-5)
+    if name == "make_steps":
+        _, val_sums = notebook_function(name)(model, keras.optimizers.Adam(0.01), dict_mse, batches.element_spec)
+        total, count = 0.0, 0
+        for xb, yb in batches:
+            batch_sum, n = val_sums(xb, yb)
+            total, count = total + float(batch_sum), count + int(n)
+        assert count == len(y) and total / count == pytest.approx(exact, rel=1e-5)
+    else:
+        validation_pass = notebook_function(name)(model, batches, dict_mse)
+        assert validation_pass() == {"val_loss": pytest.approx(exact, rel=1e-5)}
+
+
+# --------------------------------------------------------------------------- the cells a learner copies
+# The notebook says: copy the three cells of make_validation_pass, ValidateEvery and KeepBest into
+# your project; they need only TensorFlow and Keras. So they must run alone, nothing else defined.
+
+
+def copy_cells() -> list[str]:
+    """The sources of the notebook's three code cells to copy, in order."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    code = [cell.source for cell in cells if cell.cell_type == "code"]
+    first = next(i for i, source in enumerate(code) if "def make_validation_pass(" in source)
+    return code[first:first + 3]
+
+
+def test_the_cells_to_copy_are_three_in_a_row_and_say_so():
+    sources = copy_cells()
+    assert "class ValidateEvery(" in sources[1] and "class KeepBest(ValidateEvery)" in sources[2]
+    assert sources[0].startswith("# Copy this cell and the next two")
+    assert all(len(source.strip().splitlines()) <= 25 for source in sources)
+
+
+def test_the_cells_to_copy_run_alone_with_only_tensorflow_and_keras():
+    import ast
+    import builtins
+
+    scope: dict = {}
+    exec("import tensorflow as tf\nimport keras", scope)  # noqa: S102 - what the cells say they need
+    for source in copy_cells():
+        exec(compile(source, f"{NOTEBOOK}:copy", "exec"), scope)  # noqa: S102 - our own notebook
+    defined = {"tf", "keras", "make_validation_pass", "ValidateEvery", "KeepBest"}
+    for source in copy_cells():  # every global name the cells read is one of those (or a builtin)
+        tree = ast.parse(source)
+        local = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        local |= {arg.arg for node in ast.walk(tree) if isinstance(node, ast.arguments) for arg in node.args}
+        local |= {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        assert read - local - defined - set(dir(builtins)) == set(), source[:60]
+    # and they work: every branch of KeepBest, metrics, against the helper
+    def run(callback_class):
+        model = compiled(make_model(), keras.optimizers.Adam(0.1))
+        callback = callback_class(val_ds(), 2, MSE, [keras.metrics.MeanAbsoluteError(name="mae")],
+                                  restore_best=True, patience=2)
+        _fit([callback], model, steps_per_epoch=40)
+        return model, callback
+
+    model, ours = run(scope["KeepBest"])
+    helped, theirs = run(V.ValidateEvery)
+    assert ours.curve[-1][0] < 40 and ours.best_step != ours.curve[-1][0]  # stopped early, after the best
+    assert [step for step, _ in ours.curve] == [step for step, _ in theirs.curve]
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in theirs.curve], rtol=1e-5)
+    np.testing.assert_allclose([r["val_mae"] for r in ours.results], [r["mae"] for r in theirs.results], rtol=1e-5)
+    assert same(model.get_weights(), ours.best_weights)

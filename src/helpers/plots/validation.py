@@ -12,32 +12,43 @@ __all__ = ["reported_losses", "validation_curve", "validation_losses", "validati
 
 
 def reported_losses(reports: list[tuple[str, list[float], float]], *,
-                    val_curve: list[tuple[int, float]] | None = None, title: str | None = None) -> Any:
+                    val_curve: list[tuple[int, float]] | None = None, per_step: list[float] | None = None,
+                    title: str | None = None, subtitle: str | None = None) -> Any:
     """The training loss ``fit`` reports in its logs after each step (a running mean over the
     epoch), one line per ``(label, values, kept)``: ``values`` for steps 1, 2, ...; ``kept``, the
     loss ``History`` kept for the epoch, a star at the last step in the line's colour, its value in
-    the legend. ``val_curve`` ``[(step, loss), ...]``: the validation passes, open grey circles with
-    a dotted line at each pass. Log y axis with plain tick labels. Returns the Figure.
+    the legend. ``per_step``: the loss of each training step (steps 1, 2, ...), a thin faint line
+    under the others. ``val_curve`` ``[(step, loss), ...]``: the validation passes, open grey
+    circles with a dotted line at each pass. ``title`` above the axes, ``subtitle`` under it in
+    grey. Log y axis with plain tick labels; the legend right of the axes. Returns the Figure.
 
     >>> fig = reported_losses([("ours", [4.0, 3.0], 3.5), ("evaluate()", [4.0, 1.2], 1.0)],
-    ...                       val_curve=[(0, 5.0), (2, 1.0)])
-    >>> fig.axes[0].get_legend_handles_labels()[1][:3]
-    ['validation loss (a full pass)', 'ours', 'History kept 3.500']
+    ...                       val_curve=[(0, 5.0), (2, 1.0)], per_step=[4.0, 2.0])
+    >>> fig.axes[0].get_legend_handles_labels()[1][:4]
+    ['loss of each training step', 'validation loss (a full pass)', 'ours', 'History kept 3.500']
 
-    Raises ValueError for no reports, an empty one, or reports of different lengths.
+    Raises ValueError for no reports, an empty one, or reports (and ``per_step``) of different
+    lengths.
     """
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     if not reports or any(len(values) == 0 for _, values, _ in reports):
         raise ValueError("reports: give at least one (label, [loss after step 1, 2, ...], kept) with values")
-    if len({len(values) for _, values, _ in reports}) > 1:
-        raise ValueError(f"reports differ in length: {[(label, len(values)) for label, values, _ in reports]}")
-    fig, ax = new_figure(width=8.0, height=4.2)
+    lengths = {len(values) for _, values, _ in reports}
+    if len(lengths) > 1 or (per_step is not None and {len(per_step)} != lengths):
+        shown = [(label, len(values)) for label, values, _ in reports]
+        if per_step is not None:
+            shown.append(("per_step", len(per_step)))
+        raise ValueError(f"reports differ in length: {shown}")
+    fig, ax = new_figure(width=10.0, height=4.4)
+    if per_step is not None:
+        ax.plot(np.arange(1, len(per_step) + 1), per_step, color="0.55", lw=0.9, alpha=0.6, zorder=1,
+                label="loss of each training step")
     if val_curve:
         for step, _ in val_curve:
             ax.axvline(step, color="0.6", lw=0.8, ls=":", zorder=0)
         ax.plot([step for step, _ in val_curve], [loss for _, loss in val_curve], ls="none", marker="o", ms=9,
-                mfc="none", mec="0.45", mew=1.5, zorder=2, label="validation loss (a full pass)")
+                mfc="none", mec="0.3", mew=1.5, zorder=2, label="validation loss (a full pass)")
     for number, (label, values, kept) in enumerate(reports):
         color = COLORS[number % len(COLORS)]
         steps = np.arange(1, len(values) + 1)
@@ -50,9 +61,11 @@ def reported_losses(reports: list[tuple[str, list[float], float]], *,
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     ax.set_xlabel("training step")
     ax.set_ylabel("loss (log scale)")
-    ax.legend(loc="upper right", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+    if subtitle:
+        ax.set_title(subtitle, fontsize=10, color="0.35")
     if title:
-        ax.set_title(title)
+        fig.suptitle(title, fontsize=12)
     fig.tight_layout()
     return fig
 
