@@ -804,13 +804,13 @@ def notebook_steps(model: keras.Model, spec=None):
 def test_the_notebooks_loop_equals_the_helper_and_keras_fit(dense):
     train_and_validate = notebook_function("train_and_validate")
     steps, every = 6, 3
-    train_step, val_sums = notebook_steps(make_model(**dense))
-    losses, curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, steps, every)
+    looped = make_model(**dense)
+    train_step, val_sums = notebook_steps(looped)
+    curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, steps, every)
     history = V.train_with_validation(make_model(**dense), keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(),
                                       steps=steps, every=every)
     assert [step for step, _ in curve] == history.eval_step == [0, 3, 6]
     np.testing.assert_allclose([loss for _, loss in curve], history.val_metric(), rtol=1e-5)
-    np.testing.assert_allclose(losses, history.train_loss, rtol=1e-5)
     assert train_step.experimental_get_tracing_count() == val_sums.experimental_get_tracing_count() == 1
     keras_model = make_model(**dense)
     keras_model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
@@ -820,16 +820,43 @@ def test_the_notebooks_loop_equals_the_helper_and_keras_fit(dense):
         fit = keras_model.fit(train_ds(), steps_per_epoch=every, epochs=steps // every, validation_data=val_ds(),
                               shuffle=False, verbose=0).history
     np.testing.assert_allclose([loss for _, loss in curve[1:]], fit["val_loss"], rtol=1e-5)  # model.losses counted
+    for ours, keras_weights in zip(looped.get_weights(), keras_model.get_weights()):  # the notebook's Proof, claim 2
+        np.testing.assert_allclose(ours, keras_weights, rtol=1e-5, atol=1e-7)
 
 
 def test_the_notebooks_loop_trains_as_a_plain_loop_does():
     train_and_validate = notebook_function("train_and_validate")
     with_val, alone = make_model(), make_model()
     train_step, val_sums = notebook_steps(with_val)
-    a, curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 8, 2)
+    a = []
+    curve = train_and_validate(train_ds(), val_ds(), lambda x, y: a.append(float(train_step(x, y))), val_sums, 8, 2)
     alone_step, _ = notebook_steps(alone)
     b = [float(alone_step(x, y)) for x, y in train_ds().take(8)]
     assert [step for step, _ in curve] == [0, 2, 4, 6, 8] and a == b and same(snapshot(with_val), snapshot(alone))
+
+
+def test_the_notebooks_loop_reads_every_validation_batch_once_per_pass_in_order_and_the_training_stream_once():
+    """The notebook's former Proof cell: record the targets each step reads, then call the real steps."""
+    train_and_validate = notebook_function("train_and_validate")
+    real_step, real_sums = notebook_steps(make_model())
+    train_read, val_read = [], []
+
+    def recording_step(x, y):
+        train_read.append(y.numpy())
+        return real_step(x, y)
+
+    def recording_sums(x, y):
+        val_read.append(y.numpy())
+        return real_sums(x, y)
+
+    steps, every = 12, 4
+    curve = train_and_validate(train_ds(), val_ds(), recording_step, recording_sums, steps, every)
+    one_pass = [y.numpy() for _, y in val_ds()]  # 7 batches: 6 of 8 and one of 6
+    expected = one_pass * len(curve)  # 4 passes (steps 0, 4, 8, 12), one after the other
+    assert len(val_read) == len(expected) == 7 * 4
+    assert all(np.array_equal(got, want) for got, want in zip(val_read, expected))
+    stream = [y.numpy() for _, y in train_ds().take(steps)]
+    assert len(train_read) == steps and all(np.array_equal(got, want) for got, want in zip(train_read, stream))
 
 
 def test_the_notebooks_steps_trace_once_and_a_plain_tf_function_twice():
@@ -852,7 +879,7 @@ def test_the_notebooks_pass_is_a_mean_over_examples_whatever_the_batch_size():
     for size in (BATCH, 20, 50):
         batches = V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED)
         _, val_sums = notebook_steps(model, batches.element_spec)
-        curve = train_and_validate(train_ds(), batches, None, val_sums, 0, 1)[1]
+        curve = train_and_validate(train_ds(), batches, None, val_sums, 0, 1)
         assert curve[0][1] == pytest.approx(exact, rel=1e-5)
 
 
@@ -891,7 +918,9 @@ def compiled(model: keras.Model, optimizer: keras.optimizers.Optimizer | None = 
 def test_the_notebooks_callback_validates_inside_fit_and_leaves_its_loss_alone():
     train_and_validate = notebook_function("train_and_validate")
     train_step, val_sums = notebook_steps(make_model())
-    loop_losses, loop_curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 12, 3)
+    loop_losses = []
+    loop_curve = train_and_validate(train_ds(), val_ds(), lambda x, y: loop_losses.append(float(train_step(x, y))),
+                                    val_sums, 12, 3)
     true_loss = _fit([])["loss"][0]
     assert true_loss == pytest.approx(np.mean(loop_losses), rel=1e-5)  # fit trains as the loop does
     model = compiled(make_model())
@@ -939,10 +968,22 @@ def test_the_notebooks_callback_counts_regularisers_as_fits_val_loss_does():
     np.testing.assert_allclose([v for _, v in ours.curve[1:]], fit["val_loss"], rtol=1e-5)
 
 
+class EvaluateEvery(keras.callbacks.Callback):
+    """The other first try (docs/validation.md, "model.evaluate() inside fit"): Keras' own pass."""
+
+    def __init__(self, val_ds, every):
+        super().__init__()
+        self.val_ds = val_ds
+        self.every = every
+
+    def on_train_batch_end(self, batch, logs=None):
+        if (batch + 1) % self.every == 0:
+            self.model.evaluate(self.val_ds, verbose=0)
+
+
 def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_pass_does_not():
-    EvaluateEvery = notebook_function("EvaluateEvery")  # the notebook's wrong version: Keras' own pass
     true_loss = _fit([])["loss"][0]
-    reported = []  # what fit reports after each step, as the notebook's figure draws it
+    reported = []  # what fit reports after each step
     record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: reported.append(logs["loss"]))
     broken = _fit([EvaluateEvery(val_ds(), 3), record])["loss"][0]
     model = compiled(make_model())
@@ -1356,3 +1397,48 @@ def test_the_cells_to_copy_run_alone_with_only_tensorflow_and_keras():
     np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in theirs.curve], rtol=1e-5)
     np.testing.assert_allclose([r["val_mae"] for r in ours.results], [r["mae"] for r in theirs.results], rtol=1e-5)
     assert same(model.get_weights(), ours.best_weights)
+
+
+def test_the_notebooks_callbacks_take_logs_as_a_dict_or_none():
+    """Keras 3.8, 3.13 and 3.15 pass on_train_begin a dict ({}: CallbackList pythonifies None); a direct
+    call may pass nothing. Both work: with a dict, val_loss goes into it; with None, nothing breaks."""
+    for name in ("ValidateEvery", "KeepBest"):
+        model = compiled(make_model())
+        callback = notebook_function(name)(val_ds(), 2, MSE)
+        callback.set_model(model)
+        callback.on_train_begin()  # logs=None
+        logs = {}
+        callback.on_train_batch_end(1, logs)  # iterations is 0: a multiple of 2, so a pass
+        assert len(callback.curve) == 2 and logs == {"val_loss": callback.curve[-1][1]}
+        callback.on_train_batch_end(1)
+        callback.on_train_end()
+        assert len(callback.curve) == 3
+
+
+def next_step_snippet() -> str:
+    """The code of the notebook's 'Optional next step' (the one fenced block in a markdown cell)."""
+    import re
+
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    blocks = [block for cell in cells if cell.cell_type == "markdown"
+              for block in re.findall(r"```python\n(.*?)```", cell.source, re.S)]
+    assert len(blocks) == 1, blocks
+    return blocks[0]
+
+
+def test_the_notebooks_next_step_saves_the_best_passs_weights_on_disk(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the snippet writes best.weights.h5 in the working directory
+    scope = {"tf": tf, "keras": keras, "KeepBest": notebook_function("KeepBest")}
+    exec(next_step_snippet(), scope)  # noqa: S102 - our own notebook
+    model = compiled(make_model(), keras.optimizers.Adam(0.1))
+    callback = scope["KeepBestOnDisk"](val_ds(), 2, MSE, patience=2)
+    _fit([callback], model, steps_per_epoch=40)
+    assert callback.best_step != callback.curve[-1][0]  # the file must hold an earlier pass's weights
+    loaded = make_model()
+    loaded.load_weights(str(tmp_path / "best.weights.h5"))
+    assert same(loaded.get_weights(), callback.best_weights)
+    assert not same(loaded.get_weights(), model.get_weights())  # not the last weights (restore_best=False)
