@@ -1415,6 +1415,40 @@ def test_the_notebooks_callbacks_take_logs_as_a_dict_or_none():
         assert len(callback.curve) == 3
 
 
+@pytest.mark.parametrize("name", ["ValidateEvery", "KeepBest"])
+@pytest.mark.parametrize("steps_per_execution", [2, 3])
+def test_the_notebooks_callbacks_refuse_steps_per_execution_before_training(name, steps_per_execution):
+    called_at = []  # why: with N > 1, fit calls back once per N steps, so `iterations % every` misses passes
+    spy = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: called_at.append(int(spied.optimizer.iterations)))
+    spied = compiled(make_model(), steps_per_execution=steps_per_execution)
+    _fit([spy], spied)
+    assert called_at == list(range(steps_per_execution, 13, steps_per_execution))
+    model = compiled(make_model(), steps_per_execution=steps_per_execution)
+    before = snapshot(model)
+    ours = notebook_function(name)(val_ds(), 3, MSE)
+    with pytest.raises(ValueError, match=r"needs compile\(steps_per_execution=1\)"):
+        _fit([ours], model)
+    assert ours.curve == [] and int(model.optimizer.iterations) == 0 and same(snapshot(model), before)
+    one = compiled(make_model(), steps_per_execution=1)  # the default is accepted
+    _fit([notebook_function(name)(val_ds(), 3, MSE)], one)
+
+
+@pytest.mark.parametrize("name", ["ValidateEvery", "KeepBest"])
+def test_the_notebooks_callbacks_do_not_validate_twice_at_the_same_step_when_fit_is_called_again(name):
+    curves = []
+    for make in (notebook_function(name), V.ValidateEvery):
+        model = compiled(make_model())
+        callback = make(val_ds(), 3, MSE, patience=1) if name == "KeepBest" else make(val_ds(), 3, MSE)
+        for steps in (3, 3, 4, 2):  # fit again at step 3 (a pass ran there), 6 (likewise), 10 (none ran)
+            _fit([callback], model, steps_per_epoch=steps)
+        assert int(model.optimizer.iterations) == 12  # a pass twice at a step would also stop KeepBest early
+        curves.append(callback.curve)
+    ours, helper = curves
+    assert [step for step, _ in ours] == [0, 3, 6, 9, 10, 12] == [step for step, _ in helper]
+    np.testing.assert_allclose([loss for _, loss in ours], [loss for _, loss in helper], rtol=1e-5)
+
+
 def next_step_snippet() -> str:
     """The code of the notebook's 'Optional next step' (the one fenced block in a markdown cell)."""
     import re

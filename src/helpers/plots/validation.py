@@ -154,10 +154,11 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     which training batch each step trains on, one line per pair (the first solid, the others
     dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
-    each pass read, in order, one cell per example, its batch shown by alternating fills; an id read
-    a second time in the same pass is filled red; "empty" marks a pass that read nothing. Each panel
-    is as wide as its longest pass, with no x axis (the cells carry the ids); the first panel with a
-    red cell (else the first panel) holds the legend of the fills, in a spare row under the passes.
+    each pass read, in order, one cell per example, its batch shown by alternating fills; every read
+    of an id read more than once in the same pass is filled red; "empty" marks a pass that read
+    nothing. Each panel is as wide as its longest pass, with no x axis (the cells carry the ids);
+    the first panel with a red cell (else the first panel) holds the legend of the fills, in a spare
+    row under the passes.
     ``panels_title`` heads the bottom row.
 
     >>> fig = validation_passes([("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
@@ -212,7 +213,7 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             col = 0
             for batch_number, batch in enumerate(one):
                 for value in batch:
-                    twice = value in ids[:col]  # read a second time in this pass
+                    twice = ids.count(value) > 1  # read twice in this pass: both reads red
                     any_red += [column] if twice else []
                     ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
                                                facecolor=red_fill if twice else fills[batch_number % 2],
