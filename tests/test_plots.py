@@ -361,6 +361,31 @@ def test_validation_passes_bad_input():
         plots.validation_passes(_PANELS[:1], reads=[("long", [1, 2]), ("short", [1])])
 
 
+
+def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_stop():
+    import matplotlib
+
+    from helpers.plots.validation import keep_best_curve
+
+    curve = [(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)]
+    fig = keep_best_curve(curve, 20, patience=2, title="kept")
+    (ax,) = fig.axes
+    passes, best, counted, stop = ax.lines
+    assert list(passes.get_xdata()) == [0, 20, 40, 60] and list(passes.get_ydata()) == [8.0, 1.0, 1.5, 1.2]
+    assert list(best.get_xdata()) == [20] and best.get_marker() == "*"
+    assert list(counted.get_xdata()) == [40, 60] and counted.get_markerfacecolor() == "none"
+    assert list(stop.get_xdata()) == [60, 60] and stop.get_label() == "fit stopped: 2 passes without a lower loss"
+    assert matplotlib.colors.to_hex(counted.get_markeredgecolor()) == plots.COLORS[1]
+    assert [t.get_text() for t in ax.texts] == ["8.000", "1.000", "1.500", "1.200"]  # each pass's value
+    assert ax.get_yscale() == "log" and ax.get_title() == "kept"
+    still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
+    assert [line.get_label() for line in still.lines] == ["validation loss of each pass",
+                                                         "the best pass: its weights are kept"]
+    with pytest.raises(ValueError, match="curve is empty"):
+        keep_best_curve([], 0)
+    with pytest.raises(ValueError, match=r"best_step 30 is not the step of a pass: \[0, 20, 40, 60\]"):
+        keep_best_curve(curve, 30)
+
 # --------------------------------------------------------------------------- 05 network snapshots
 
 

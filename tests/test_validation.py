@@ -781,7 +781,7 @@ def notebook_function(name: str):
 
     from tests.notebook_answers import BEGIN, ROOT
 
-    scope = {"np": np, "tf": tf, "keras": keras}
+    scope = {"np": np, "tf": tf, "keras": keras, "validation": V}
     cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
     for cell in cells:
         if cell.cell_type != "code" or BEGIN in cell.source or "%pip" in cell.source:  # answers; Colab's install
@@ -793,10 +793,10 @@ def notebook_function(name: str):
     return scope[name]
 
 
-def notebook_steps(model: keras.Model, spec=None):
+def notebook_steps(model: keras.Model):
     """The notebook's compiled ``train_step`` and ``val_sums`` for ``model`` (Adam 0.01, MSE)."""
     make_steps = notebook_function("make_steps")
-    return make_steps(model, keras.optimizers.Adam(0.01), MSE, spec or train_ds().element_spec)
+    return make_steps(model, keras.optimizers.Adam(0.01), MSE)
 
 
 @pytest.mark.parametrize("dense", [{}, {"kernel_regularizer": keras.regularizers.L2(0.1),
@@ -811,7 +811,6 @@ def test_the_notebooks_loop_equals_the_helper_and_keras_fit(dense):
                                       steps=steps, every=every)
     assert [step for step, _ in curve] == history.eval_step == [0, 3, 6]
     np.testing.assert_allclose([loss for _, loss in curve], history.val_metric(), rtol=1e-5)
-    assert train_step.experimental_get_tracing_count() == val_sums.experimental_get_tracing_count() == 1
     keras_model = make_model(**dense)
     keras_model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
     assert curve[0][1] == pytest.approx(keras_evaluate(keras_model, val_ds())["loss"], rel=1e-5)  # step 0
@@ -859,16 +858,59 @@ def test_the_notebooks_loop_reads_every_validation_batch_once_per_pass_in_order_
     assert len(train_read) == steps and all(np.array_equal(got, want) for got, want in zip(train_read, stream))
 
 
-def test_the_notebooks_steps_trace_once_and_a_plain_tf_function_twice():
-    train_step, val_sums = notebook_steps(make_model())
-    plain = tf.function(val_sums.python_function)
+def notebook_markdown() -> str:
+    """All of notebook 04's markdown, one string."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    return "\n".join(cell.source for cell in cells if cell.cell_type == "markdown")
+
+
+def make_steps_with_the_optional_lines():
+    """The notebook's ``make_steps`` with what its 'Optional, for speed' sentence adds:
+    ``input_signature=train_ds.element_spec`` in both ``@tf.function`` and
+    ``optimizer.build(model.trainable_variables)`` before the first step."""
+    import ast
+
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    said = " ".join(notebook_markdown().split())
+    assert "`input_signature=train_ds.element_spec` in both `@tf.function`s" in said
+    assert "`optimizer.build(model.trainable_variables)` before the first step" in said
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    (source,) = [ast.get_source_segment(cell.source, node) for cell in cells if cell.cell_type == "code"
+                 and "%pip" not in cell.source for node in ast.parse(cell.source).body
+                 if isinstance(node, ast.FunctionDef) and node.name == "make_steps"]
+    assert source.count("    @tf.function\n") == 2
+    source = source.replace("    @tf.function\n", "    @tf.function(input_signature=spec)\n")
+    source = source.replace("def make_steps(model, optimizer, loss_fn):\n",
+                            "def make_steps(model, optimizer, loss_fn, spec):\n"
+                            "    optimizer.build(model.trainable_variables)\n")
+    scope = {"tf": tf}
+    exec(compile(ast.parse(source), f"{NOTEBOOK}:make_steps+optional", "exec"), scope)  # noqa: S102
+    return scope["make_steps"]
+
+
+def test_the_notebooks_steps_trace_twice_and_once_with_the_optional_lines():
+    """As written, val_sums traces once per batch size and train_step twice (Adam makes its variables in
+    the first call); with the two optional lines the notebook names, once each, and the same numbers."""
+    plain_step, plain_sums = notebook_steps(make_model())
+    fast_step, fast_sums = make_steps_with_the_optional_lines()(make_model(), keras.optimizers.Adam(0.01), MSE,
+                                                                train_ds().element_spec)
+    for x, y in train_ds().take(3):
+        assert float(plain_step(x, y)) == pytest.approx(float(fast_step(x, y)), rel=1e-6)
     sizes = []
     for x, y in val_ds():  # batches of 8 and a last one of 6
-        _, n = val_sums(x, y)
-        plain(x, y)
+        plain_sum, n = plain_sums(x, y)
+        assert float(plain_sum) == pytest.approx(float(fast_sums(x, y)[0]), rel=1e-6)
         sizes.append(int(n))
     assert sizes[-1] != sizes[0]
-    assert val_sums.experimental_get_tracing_count() == 1 and plain.experimental_get_tracing_count() == 2
+    assert plain_step.experimental_get_tracing_count() == plain_sums.experimental_get_tracing_count() == 2
+    assert fast_step.experimental_get_tracing_count() == fast_sums.experimental_get_tracing_count() == 1
 
 
 def test_the_notebooks_pass_is_a_mean_over_examples_whatever_the_batch_size():
@@ -878,7 +920,7 @@ def test_the_notebooks_pass_is_a_mean_over_examples_whatever_the_batch_size():
     exact = np.mean((model(x).numpy().astype(np.float64) - y) ** 2)
     for size in (BATCH, 20, 50):
         batches = V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED)
-        _, val_sums = notebook_steps(model, batches.element_spec)
+        _, val_sums = notebook_steps(model)
         curve = train_and_validate(train_ds(), batches, None, val_sums, 0, 1)
         assert curve[0][1] == pytest.approx(exact, rel=1e-5)
 
@@ -1240,24 +1282,6 @@ def test_the_helper_callback_refuses_a_bad_patience():
         V.ValidateEvery(val_ds(), 2, MSE, patience=1.5)
 
 
-def test_the_notebooks_train_step_is_traced_twice_without_optimizer_build():
-    model, optimizer = make_model(), keras.optimizers.Adam(0.01)
-    train_step, _ = notebook_steps(make_model())  # optimizer.build first
-    for x, y in train_ds().take(3):
-        train_step(x, y)
-
-    @tf.function(input_signature=train_ds().element_spec)  # the same step, Adam's variables made in the trace
-    def unbuilt_step(x, y):
-        with tf.GradientTape() as tape:
-            loss = MSE(y, model(x, training=True))
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-        return loss
-
-    for x, y in train_ds().take(3):
-        unbuilt_step(x, y)
-    assert train_step.experimental_get_tracing_count() == 1 and unbuilt_step.experimental_get_tracing_count() == 2
-
-
 def test_keras_fit_trains_the_same_with_and_without_validation_data():
     runs = []
     for fit_args in ({"validation_data": val_ds()}, {}):
@@ -1331,7 +1355,7 @@ def test_the_notebooks_passes_count_examples_of_a_dict_target(name):
     dict_mse = lambda y, pred: MSE(y["out"], pred["out"])  # noqa: E731
     exact = np.mean((model(x)["out"].numpy().astype(np.float64) - y) ** 2)
     if name == "make_steps":
-        _, val_sums = notebook_function(name)(model, keras.optimizers.Adam(0.01), dict_mse, batches.element_spec)
+        _, val_sums = notebook_function(name)(model, keras.optimizers.Adam(0.01), dict_mse)
         total, count = 0.0, 0
         for xb, yb in batches:
             batch_sum, n = val_sums(xb, yb)
@@ -1449,19 +1473,70 @@ def test_the_notebooks_callbacks_do_not_validate_twice_at_the_same_step_when_fit
     np.testing.assert_allclose([loss for _, loss in ours], [loss for _, loss in helper], rtol=1e-5)
 
 
-def next_step_snippet() -> str:
-    """The code of the notebook's 'Optional next step' (the one fenced block in a markdown cell)."""
-    import re
-
-    import nbformat
-
+def docs_block(heading: str, kind: str = "python", number: int = 0) -> str:
+    """The ``number``-th fenced block whose info string is ``kind`` ("" for a plain block) under
+    ``### heading`` in docs/validation.md, up to the next heading: code the notebook links to."""
     from tests.notebook_answers import ROOT
 
-    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
-    blocks = [block for cell in cells if cell.cell_type == "markdown"
-              for block in re.findall(r"```python\n(.*?)```", cell.source, re.S)]
-    assert len(blocks) == 1, blocks
-    return blocks[0]
+    text = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    section = text.split(f"\n### {heading}\n", 1)[1]
+    blocks, body, info = [], None, None
+    for line in section.splitlines(keepends=True):
+        if body is None and line.startswith("#"):
+            break  # the next heading
+        if line.startswith("```"):
+            if body is None:
+                body, info = [], line[3:].strip()
+            else:
+                blocks.append((info, "".join(body)))
+                body = None
+        elif body is not None:
+            body.append(line)
+    return [text for info, text in blocks if info == kind][number]
+
+
+def next_step_snippet() -> str:
+    """The code of the notebook's 'Optional' next step, which the notebook links to in the docs."""
+    assert "docs/validation.md#keepbest-on-disk-or-in-tensorboard" in notebook_markdown()
+    return docs_block("KeepBest on disk or in TensorBoard")
+
+
+def test_the_docs_tf1_feedable_iterator_prints_what_the_docs_say():
+    """The notebook's TF1 cell until round 15, now in the docs (the notebook links to it)."""
+    assert "docs/validation.md#tf1s-answer-a-re-initialised-iterator" in notebook_markdown()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(docs_block("TF1's answer: a re-initialised iterator"), {"tf": tf, "tf1": tf1})  # noqa: S102
+    shown = docs_block("TF1's answer: a re-initialised iterator", kind="")
+    assert out.getvalue() == shown
+    assert shown.count("[[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]") == 3 and "[120, 121, 122, 123]" in shown
+
+
+def test_the_notebooks_your_model_stopped_early_and_trains_on_below_its_best():
+    """docs/validation.md, 'Your model stopped early': KeepBest(patience=2) on the notebook's
+    BatchNorm/Dropout model stops at step 140 (best 100, 0.780); with no patience the passes go up
+    and down and reach the toy's 0.18 by step 300."""
+    your_model = notebook_function("your_model")
+    data = (V.generated_dataset(None, 32, seed=0), V.generated_dataset(12, 32, seed=1))  # the notebook's
+    curves = []
+    for patience in (2, None):
+        model = your_model()
+        model.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE)
+        callback = notebook_function("KeepBest")(data[1], 20, MSE, restore_best=True, patience=patience)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(data[0], steps_per_epoch=300, callbacks=[callback], shuffle=False, verbose=0)
+        curves.append([(step, round(loss, 3)) for step, loss in callback.curve])
+    stopped, on = curves
+    assert stopped[-1][0] == 140 and stopped[5] == (100, 0.780) and stopped == on[:len(stopped)]
+    v = [f"{loss:.3f}" for step, loss in on if step >= 100]  # steps 100, 120, ..., 300
+    said = (f"{v[0]} (step 100), {v[1]}, {v[2]}, {v[3]}, {v[4]}, {v[5]} (step 200), {v[6]}, {v[7]}, {v[8]}, "
+            f"{v[9]} and {v[10]} (step 300)")
+    from tests.notebook_answers import ROOT
+
+    docs = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    assert said in " ".join(docs.split("### Your model stopped early", 1)[1].split())
+    assert on[-1][0] == 300 and on[-1][1] < 0.2 and min(loss for _, loss in on[6:]) < 0.780  # lower than kept
 
 
 def test_the_notebooks_next_step_saves_the_best_passs_weights_on_disk(tmp_path, monkeypatch):

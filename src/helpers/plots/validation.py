@@ -8,7 +8,59 @@ import numpy as np
 
 from helpers.plots._style import COLORS, apply_style, new_figure
 
-__all__ = ["reported_losses", "validation_curve", "validation_losses", "validation_passes"]
+__all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation_losses", "validation_passes"]
+
+
+def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
+                    title: str | None = None) -> Any:
+    """What a keep-the-best callback saw: the validation loss of each pass ``(step, loss)``, joined
+    by a line, each point labelled with its value; the best pass (at ``best_step``) a large green
+    star; with ``patience``, when the last pass is at least ``patience`` passes after the best, the
+    passes after the best are open red circles and a dashed line at the last pass says where ``fit``
+    stopped. Log y axis with plain tick labels. Returns the Figure.
+
+    >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2)
+    >>> [line.get_label() for line in fig.axes[0].lines][:3]
+    ['validation loss of each pass', 'the best pass: its weights are kept', 'no lower loss than the best: patience counts these']
+
+    Raises ValueError for an empty ``curve`` or a ``best_step`` that is not one of its steps.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    if not curve:
+        raise ValueError("curve is empty: give the (step, validation loss) of at least one pass")
+    steps = [step for step, _ in curve]
+    losses = [loss for _, loss in curve]
+    if best_step not in steps:
+        raise ValueError(f"best_step {best_step} is not the step of a pass: {steps}")
+    best = steps.index(best_step)
+    after = list(range(best + 1, len(curve)))
+    stopped = patience is not None and len(after) >= patience
+    fig, ax = new_figure(width=8.0, height=3.8)
+    ax.plot(steps, losses, marker="o", ms=6, color=COLORS[0], lw=1.6, zorder=2, label="validation loss of each pass")
+    ax.plot([best_step], [losses[best]], ls="none", marker="*", ms=20, color=COLORS[2], mec="white", mew=0.8,
+            zorder=4, label="the best pass: its weights are kept")
+    if stopped:
+        ax.plot([steps[i] for i in after], [losses[i] for i in after], ls="none", marker="o", ms=11, mfc="none",
+                mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
+        ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
+                   label=f"fit stopped: {patience} passes without a lower loss")
+    for step, loss in curve:
+        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(0, 9), ha="center",
+                    fontsize=8.5, color="0.25")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.set_ylim(min(losses) / 2.4, max(losses) * 1.6)  # room for the legend under the curve
+    ax.set_xlim(steps[0] - 0.04 * max(steps[-1] - steps[0], 1), steps[-1] + 0.04 * max(steps[-1] - steps[0], 1))
+    ax.set_xticks(steps)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss (log scale)")
+    ax.legend(loc="lower left", fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
 
 
 def reported_losses(reports: list[tuple[str, list[float], float]], *,
