@@ -310,6 +310,27 @@ def test_validation_curve_draws_training_and_validation():
     assert list(ax.lines[1].get_xdata()) == [0, 4, 8]
 
 
+def test_validation_losses_draws_one_marker_per_curve_over_the_training_loss():
+    fig = plots.validation_losses([("loop", [(0, 4.0), (2, 1.0)]), ("fit", [(0, 4.0), (2, 1.0)]),
+                                   ("built-in", [(2, 1.0)])], train_losses=[3.0, 2.0], title="three ways")
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.lines] == ["training loss (each step)", "loop", "fit", "built-in"]
+    assert list(ax.lines[0].get_xdata()) == [1, 2]  # training steps count from 1
+    assert list(ax.lines[3].get_xdata()) == [2]  # no point where the curve has none
+    assert len({line.get_marker() for line in ax.lines[1:]}) == 2 and ax.lines[1].get_markerfacecolor() == "none"
+    assert ax.lines[2].get_zorder() > ax.lines[3].get_zorder() > ax.lines[1].get_zorder()  # the dot on top
+    assert ax.get_yscale() == "log" and ax.get_title() == "three ways"
+
+
+def test_validation_losses_bad_input():
+    import pytest
+
+    with pytest.raises(ValueError, match="curves"):
+        plots.validation_losses([])
+    with pytest.raises(ValueError, match="curves"):
+        plots.validation_losses([("empty", [])])
+
+
 _PANELS = [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], [], []]),
            ("fresh", [[[0, 1], [2]], [[0, 1], [2]]])]
 
@@ -327,7 +348,8 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert [t.get_text() for t in once.texts].count("empty: nothing left to read") == 2
     red = matplotlib.colors.to_rgba(plots.COLORS[1])
     twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
-    assert twice == [(3 - 0.5, 0 - 0.5), (3 - 0.5, 1 - 0.5)]  # id 0 again in pass 1, id 1 again in pass 2
+    assert twice == [(0 - 0.5, 0 - 0.5), (3 - 0.5, 0 - 0.5),  # both reads of id 0 in pass 1
+                     (0 - 0.5, 1 - 0.5), (3 - 0.5, 1 - 0.5)]  # both reads of id 1 in pass 2
     assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
@@ -361,6 +383,31 @@ def test_validation_passes_bad_input():
     with pytest.raises(ValueError, match=r"reads lines differ in length: \[\('long', 2\), \('short', 1\)\]"):
         plots.validation_passes(_PANELS[:1], reads=[("long", [1, 2]), ("short", [1])])
 
+
+
+def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_stop():
+    import matplotlib
+
+    from helpers.plots.validation import keep_best_curve
+
+    curve = [(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)]
+    fig = keep_best_curve(curve, 20, patience=2, title="kept")
+    (ax,) = fig.axes
+    passes, best, counted, stop = ax.lines
+    assert list(passes.get_xdata()) == [0, 20, 40, 60] and list(passes.get_ydata()) == [8.0, 1.0, 1.5, 1.2]
+    assert list(best.get_xdata()) == [20] and best.get_marker() == "*"
+    assert list(counted.get_xdata()) == [40, 60] and counted.get_markerfacecolor() == "none"
+    assert list(stop.get_xdata()) == [60, 60] and stop.get_label() == "fit stopped: 2 passes without a lower loss"
+    assert matplotlib.colors.to_hex(counted.get_markeredgecolor()) == plots.COLORS[1]
+    assert [t.get_text() for t in ax.texts] == ["8.000", "1.000", "1.500", "1.200"]  # each pass's value
+    assert ax.get_yscale() == "log" and ax.get_title() == "kept"
+    still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
+    assert [line.get_label() for line in still.lines] == ["validation loss of each pass",
+                                                         "the best pass: its weights are kept"]
+    with pytest.raises(ValueError, match="curve is empty"):
+        keep_best_curve([], 0)
+    with pytest.raises(ValueError, match=r"best_step 30 is not the step of a pass: \[0, 20, 40, 60\]"):
+        keep_best_curve(curve, 30)
 
 # --------------------------------------------------------------------------- 05 network snapshots
 

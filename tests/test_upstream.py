@@ -377,6 +377,52 @@ def test_keras_evaluate_adds_model_losses():
         NB04, "Proof", "model.evaluate adds model.losses (regularisers) to the loss it reports, as evaluate does")
 
 
+def _nb04_writes_val_loss(keras):
+    """A callback that writes ``val_loss`` into the logs after every second step, as ValidateEvery does."""
+
+    class Writes(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs):
+            if (batch + 1) % 2 == 0:
+                logs["val_loss"] = 1.0 / (batch + 1)  # falls at every pass: always "better"
+
+    return Writes()
+
+
+def test_callbacks_after_see_a_steps_val_loss_and_history_and_early_stopping_do_not():
+    import warnings
+
+    keras, tf, model, train, val = _nb04_keras()
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    seen = []
+    spy = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: seen.append("val_loss" in logs))
+    stop = keras.callbacks.EarlyStopping(monitor="val_loss", patience=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # EarlyStopping: "val_loss which is not available"
+        history = model.fit(train, steps_per_epoch=6, epochs=2, callbacks=[_nb04_writes_val_loss(keras), spy, stop],
+                            shuffle=False, verbose=0).history
+    assert seen == [False, True] * 6 and list(history) == ["loss"] and stop.best is None, lesson(
+        NB04, "Inside model.fit",
+        "a callback listed after one that writes logs['val_loss'] in on_train_batch_end sees it, while History "
+        "and EarlyStopping read the epoch's logs, rebuilt from the compiled metrics, without it")
+
+
+def test_model_checkpoint_best_only_at_a_step_fails_in_the_first_epoch(tmp_path):
+    keras, tf, model, train, val = _nb04_keras()
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    checkpoint = keras.callbacks.ModelCheckpoint(str(tmp_path / "best.keras"), monitor="val_loss",
+                                                 save_best_only=True, save_freq=2)
+    try:
+        model.fit(train, steps_per_epoch=6, epochs=1, callbacks=[_nb04_writes_val_loss(keras), checkpoint],
+                  shuffle=False, verbose=0)
+        failed = None
+    except TypeError as error:  # MonitorCallback picks min or max only in on_epoch_end
+        failed = str(error)
+    assert failed is not None and "not callable" in failed, lesson(
+        NB04, "Inside model.fit",
+        "ModelCheckpoint(save_freq=K, save_best_only=True) raises a TypeError at a save in the first epoch "
+        f"(got: {failed!r}); if it saves now, the notebook can say so")
+
+
 def test_keras_losses_divide_by_the_replicas_inside_a_strategy_scope(fresh_python):
     out = fresh_python("""
         from helpers import runtime

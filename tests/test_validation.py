@@ -781,7 +781,7 @@ def notebook_function(name: str):
 
     from tests.notebook_answers import BEGIN, ROOT
 
-    scope = {"np": np, "tf": tf, "keras": keras}
+    scope = {"np": np, "tf": tf, "keras": keras, "validation": V}
     cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
     for cell in cells:
         if cell.cell_type != "code" or BEGIN in cell.source or "%pip" in cell.source:  # answers; Colab's install
@@ -793,10 +793,10 @@ def notebook_function(name: str):
     return scope[name]
 
 
-def notebook_steps(model: keras.Model, spec=None):
+def notebook_steps(model: keras.Model):
     """The notebook's compiled ``train_step`` and ``val_sums`` for ``model`` (Adam 0.01, MSE)."""
     make_steps = notebook_function("make_steps")
-    return make_steps(model, keras.optimizers.Adam(0.01), MSE, spec or train_ds().element_spec)
+    return make_steps(model, keras.optimizers.Adam(0.01), MSE)
 
 
 @pytest.mark.parametrize("dense", [{}, {"kernel_regularizer": keras.regularizers.L2(0.1),
@@ -804,14 +804,13 @@ def notebook_steps(model: keras.Model, spec=None):
 def test_the_notebooks_loop_equals_the_helper_and_keras_fit(dense):
     train_and_validate = notebook_function("train_and_validate")
     steps, every = 6, 3
-    train_step, val_sums = notebook_steps(make_model(**dense))
-    losses, curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, steps, every)
+    looped = make_model(**dense)
+    train_step, val_sums = notebook_steps(looped)
+    curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, steps, every)
     history = V.train_with_validation(make_model(**dense), keras.optimizers.Adam(0.01), MSE, train_ds(), val_ds(),
                                       steps=steps, every=every)
     assert [step for step, _ in curve] == history.eval_step == [0, 3, 6]
     np.testing.assert_allclose([loss for _, loss in curve], history.val_metric(), rtol=1e-5)
-    np.testing.assert_allclose(losses, history.train_loss, rtol=1e-5)
-    assert train_step.experimental_get_tracing_count() == val_sums.experimental_get_tracing_count() == 1
     keras_model = make_model(**dense)
     keras_model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
     assert curve[0][1] == pytest.approx(keras_evaluate(keras_model, val_ds())["loss"], rel=1e-5)  # step 0
@@ -820,28 +819,98 @@ def test_the_notebooks_loop_equals_the_helper_and_keras_fit(dense):
         fit = keras_model.fit(train_ds(), steps_per_epoch=every, epochs=steps // every, validation_data=val_ds(),
                               shuffle=False, verbose=0).history
     np.testing.assert_allclose([loss for _, loss in curve[1:]], fit["val_loss"], rtol=1e-5)  # model.losses counted
+    for ours, keras_weights in zip(looped.get_weights(), keras_model.get_weights()):  # the notebook's Proof, claim 2
+        np.testing.assert_allclose(ours, keras_weights, rtol=1e-5, atol=1e-7)
 
 
 def test_the_notebooks_loop_trains_as_a_plain_loop_does():
     train_and_validate = notebook_function("train_and_validate")
     with_val, alone = make_model(), make_model()
     train_step, val_sums = notebook_steps(with_val)
-    a, curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 8, 2)
+    a = []
+    curve = train_and_validate(train_ds(), val_ds(), lambda x, y: a.append(float(train_step(x, y))), val_sums, 8, 2)
     alone_step, _ = notebook_steps(alone)
     b = [float(alone_step(x, y)) for x, y in train_ds().take(8)]
     assert [step for step, _ in curve] == [0, 2, 4, 6, 8] and a == b and same(snapshot(with_val), snapshot(alone))
 
 
-def test_the_notebooks_steps_trace_once_and_a_plain_tf_function_twice():
-    train_step, val_sums = notebook_steps(make_model())
-    plain = tf.function(val_sums.python_function)
+def test_the_notebooks_loop_reads_every_validation_batch_once_per_pass_in_order_and_the_training_stream_once():
+    """The notebook's former Proof cell: record the targets each step reads, then call the real steps."""
+    train_and_validate = notebook_function("train_and_validate")
+    real_step, real_sums = notebook_steps(make_model())
+    train_read, val_read = [], []
+
+    def recording_step(x, y):
+        train_read.append(y.numpy())
+        return real_step(x, y)
+
+    def recording_sums(x, y):
+        val_read.append(y.numpy())
+        return real_sums(x, y)
+
+    steps, every = 12, 4
+    curve = train_and_validate(train_ds(), val_ds(), recording_step, recording_sums, steps, every)
+    one_pass = [y.numpy() for _, y in val_ds()]  # 7 batches: 6 of 8 and one of 6
+    expected = one_pass * len(curve)  # 4 passes (steps 0, 4, 8, 12), one after the other
+    assert len(val_read) == len(expected) == 7 * 4
+    assert all(np.array_equal(got, want) for got, want in zip(val_read, expected))
+    stream = [y.numpy() for _, y in train_ds().take(steps)]
+    assert len(train_read) == steps and all(np.array_equal(got, want) for got, want in zip(train_read, stream))
+
+
+def notebook_markdown() -> str:
+    """All of notebook 04's markdown, one string."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    return "\n".join(cell.source for cell in cells if cell.cell_type == "markdown")
+
+
+def make_steps_with_the_optional_lines():
+    """The notebook's ``make_steps`` with what its 'Optional, for speed' sentence adds:
+    ``input_signature=train_ds.element_spec`` in both ``@tf.function`` and
+    ``optimizer.build(model.trainable_variables)`` before the first step."""
+    import ast
+
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    said = " ".join(notebook_markdown().split())
+    assert "`input_signature=train_ds.element_spec` in both `@tf.function`s" in said
+    assert "`optimizer.build(model.trainable_variables)` before the first step" in said
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    (source,) = [ast.get_source_segment(cell.source, node) for cell in cells if cell.cell_type == "code"
+                 and "%pip" not in cell.source for node in ast.parse(cell.source).body
+                 if isinstance(node, ast.FunctionDef) and node.name == "make_steps"]
+    assert source.count("    @tf.function\n") == 2
+    source = source.replace("    @tf.function\n", "    @tf.function(input_signature=spec)\n")
+    source = source.replace("def make_steps(model, optimizer, loss_fn):\n",
+                            "def make_steps(model, optimizer, loss_fn, spec):\n"
+                            "    optimizer.build(model.trainable_variables)\n")
+    scope = {"tf": tf}
+    exec(compile(ast.parse(source), f"{NOTEBOOK}:make_steps+optional", "exec"), scope)  # noqa: S102
+    return scope["make_steps"]
+
+
+def test_the_notebooks_steps_trace_twice_and_once_with_the_optional_lines():
+    """As written, val_sums traces once per batch size and train_step twice (Adam makes its variables in
+    the first call); with the two optional lines the notebook names, once each, and the same numbers."""
+    plain_step, plain_sums = notebook_steps(make_model())
+    fast_step, fast_sums = make_steps_with_the_optional_lines()(make_model(), keras.optimizers.Adam(0.01), MSE,
+                                                                train_ds().element_spec)
+    for x, y in train_ds().take(3):
+        assert float(plain_step(x, y)) == pytest.approx(float(fast_step(x, y)), rel=1e-6)
     sizes = []
     for x, y in val_ds():  # batches of 8 and a last one of 6
-        _, n = val_sums(x, y)
-        plain(x, y)
+        plain_sum, n = plain_sums(x, y)
+        assert float(plain_sum) == pytest.approx(float(fast_sums(x, y)[0]), rel=1e-6)
         sizes.append(int(n))
     assert sizes[-1] != sizes[0]
-    assert val_sums.experimental_get_tracing_count() == 1 and plain.experimental_get_tracing_count() == 2
+    assert plain_step.experimental_get_tracing_count() == plain_sums.experimental_get_tracing_count() == 2
+    assert fast_step.experimental_get_tracing_count() == fast_sums.experimental_get_tracing_count() == 1
 
 
 def test_the_notebooks_pass_is_a_mean_over_examples_whatever_the_batch_size():
@@ -851,8 +920,8 @@ def test_the_notebooks_pass_is_a_mean_over_examples_whatever_the_batch_size():
     exact = np.mean((model(x).numpy().astype(np.float64) - y) ** 2)
     for size in (BATCH, 20, 50):
         batches = V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED)
-        _, val_sums = notebook_steps(model, batches.element_spec)
-        curve = train_and_validate(train_ds(), batches, None, val_sums, 0, 1)[1]
+        _, val_sums = notebook_steps(model)
+        curve = train_and_validate(train_ds(), batches, None, val_sums, 0, 1)
         assert curve[0][1] == pytest.approx(exact, rel=1e-5)
 
 
@@ -867,143 +936,350 @@ def _fit(callbacks, model=None, **fit_args):
                          **({"steps_per_epoch": 12, "epochs": 1} | fit_args)).history
 
 
+def notebook_callback(model: keras.Model, every: int, data: tf.data.Dataset | None = None):
+    """The notebook's ``ValidateEvery`` (it makes its pass with the notebook's ``make_validation_pass``
+    for the model ``fit`` trains, in ``on_train_begin``); ``model`` is unused, kept for the callers'
+    symmetry."""
+    return notebook_function("ValidateEvery")(data or val_ds(), every, MSE)
+
+
+def pass_traces(callback) -> int:
+    """How many times the compiled ``batch_sums`` of the callback's pass was traced: the
+    ``tf.function`` that ``make_validation_pass`` closes its ``validation_pass`` over."""
+    held = [cell.cell_contents for cell in callback.validation_pass.__closure__]
+    compiled = [value for value in held if hasattr(value, "experimental_get_tracing_count")]
+    assert len(compiled) == 1, held
+    return compiled[0].experimental_get_tracing_count()
+
+
+def compiled(model: keras.Model, optimizer: keras.optimizers.Optimizer | None = None, **compile_args) -> keras.Model:
+    model.compile(optimizer=optimizer or keras.optimizers.Adam(0.01), loss=MSE, **compile_args)
+    return model
+
+
 def test_the_notebooks_callback_validates_inside_fit_and_leaves_its_loss_alone():
-    ValidateEvery, train_and_validate = notebook_function("ValidateEvery"), notebook_function("train_and_validate")
+    train_and_validate = notebook_function("train_and_validate")
     train_step, val_sums = notebook_steps(make_model())
-    loop_losses, loop_curve = train_and_validate(train_ds(), val_ds(), train_step, val_sums, 12, 3)
+    loop_losses = []
+    loop_curve = train_and_validate(train_ds(), val_ds(), lambda x, y: loop_losses.append(float(train_step(x, y))),
+                                    val_sums, 12, 3)
     true_loss = _fit([])["loss"][0]
     assert true_loss == pytest.approx(np.mean(loop_losses), rel=1e-5)  # fit trains as the loop does
-    ours = ValidateEvery(val_ds(), 3, MSE)
-    assert _fit([ours])["loss"][0] == pytest.approx(true_loss, rel=1e-6)  # fit's numbers untouched
+    model = compiled(make_model())
+    ours = notebook_callback(model, 3)
+    assert _fit([ours], model)["loss"][0] == pytest.approx(true_loss, rel=1e-6)  # fit's numbers untouched
     assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]  # step 0 included
     np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in loop_curve], rtol=1e-5)
+    assert pass_traces(ours) == 1  # traced once, in on_train_begin: not per pass
 
-    across = ValidateEvery(val_ds(), 3, MSE)
-    _fit([across], steps_per_epoch=4, epochs=3)
+    model = compiled(make_model())
+    across = notebook_callback(model, 3)
+    _fit([across], model, steps_per_epoch=4, epochs=3)
     assert [step for step, _ in across.curve] == [0, 3, 6, 9, 12]  # steps counted across epochs, not per epoch
 
 
-def test_the_notebooks_callback_pass_is_a_mean_over_examples_with_the_compiled_loss():
-    ValidateEvery = notebook_function("ValidateEvery")
-    model = make_model()
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
+def test_the_notebooks_callback_pass_is_a_mean_over_examples():
+    model = compiled(make_model())
     x, y = V.collect(val_ds())
     exact = np.mean((model(x).numpy().astype(np.float64) - y) ** 2)
     for size in (BATCH, 20, 50):  # 54 examples: last batches of 6, 14, 4
-        callback = ValidateEvery(V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED), 1, MSE)
+        callback = notebook_callback(model, 1, V.generated_dataset(VAL_CHUNKS, size, seed=VAL_SEED))
         callback.set_model(model)
         callback.on_train_begin({})  # step 0: one pass, compiled
-        assert callback.curve[0][1] == pytest.approx(exact, rel=1e-5)
-    assert callback.val_sums.experimental_get_tracing_count() == 1  # one graph, last batch smaller too
+        assert callback.curve == [(0, pytest.approx(exact, rel=1e-5))]
+        assert pass_traces(callback) == 1  # one graph, last batch smaller too
 
 
-def test_the_notebooks_callback_puts_val_loss_in_logs_and_restores_the_best_weights():
-    ValidateEvery = notebook_function("ValidateEvery")
+def test_the_notebooks_callback_puts_val_loss_in_logs_for_the_callbacks_after_it():
     seen = []
     spy = keras.callbacks.LambdaCallback(  # listed after ValidateEvery: sees what it wrote into logs
         on_train_batch_end=lambda batch, logs: seen.append((batch, logs.get("val_loss"))))
-    model = make_model()
-    model.compile(optimizer=keras.optimizers.Adam(0.1), loss=MSE)  # fast: the best pass is not the last
-    ours = ValidateEvery(val_ds(), 3, MSE, restore_best=True)
+    model = compiled(make_model())
+    ours = notebook_callback(model, 3)
     _fit([ours, spy], model)
     assert [batch for batch, loss in seen if loss is not None] == [2, 5, 8, 11]  # after steps 3, 6, 9, 12
     assert [loss for _, loss in seen if loss is not None] == [loss for _, loss in ours.curve[1:]]
-    step, best, weights = ours.best
-    assert best == min(loss for _, loss in ours.curve) and (step, best) in ours.curve
-    assert step != 12, "the best step must not be the last, or restoring could not be seen"
-    assert same(model.get_weights(), weights)  # the best step's weights, put back
-    assert notebook_function("validation_loss")(val_ds(), ours.val_sums) == pytest.approx(best, rel=1e-6)
 
 
-def test_the_notebooks_callback_keeps_no_weights_and_leaves_the_last_unless_asked():
-    ValidateEvery = notebook_function("ValidateEvery")
-    model, plain = make_model(), make_model()
-    for compiled in (model, plain):
-        compiled.compile(optimizer=keras.optimizers.Adam(0.1), loss=MSE)  # the best pass is not the last
-    ours = ValidateEvery(val_ds(), 3, MSE)  # restore_best=False: the default
+def test_the_notebooks_callback_counts_regularisers_as_fits_val_loss_does():
+    dense = {"kernel_regularizer": keras.regularizers.L2(0.1), "activity_regularizer": keras.regularizers.L1(0.05)}
+    model, keras_model = compiled(make_model(**dense)), make_model(**dense)
+    ours = notebook_callback(model, 3)
+    _fit([ours], model)
+    fit = _fit([], keras_model, steps_per_epoch=3, epochs=4, validation_data=val_ds())
+    np.testing.assert_allclose([v for _, v in ours.curve[1:]], fit["val_loss"], rtol=1e-5)
+
+
+class EvaluateEvery(keras.callbacks.Callback):
+    """The other first try (docs/validation.md, "model.evaluate() inside fit"): Keras' own pass."""
+
+    def __init__(self, val_ds, every):
+        super().__init__()
+        self.val_ds = val_ds
+        self.every = every
+
+    def on_train_batch_end(self, batch, logs=None):
+        if (batch + 1) % self.every == 0:
+            self.model.evaluate(self.val_ds, verbose=0)
+
+
+def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_pass_does_not():
+    true_loss = _fit([])["loss"][0]
+    reported = []  # what fit reports after each step
+    record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: reported.append(logs["loss"]))
+    broken = _fit([EvaluateEvery(val_ds(), 3), record])["loss"][0]
+    model = compiled(make_model())
+    ours = notebook_callback(model, 3)
+    ours_reported = []
+    ours_record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: ours_reported.append(logs["loss"]))
+    assert _fit([ours, ours_record], model)["loss"][0] == pytest.approx(true_loss, rel=1e-6)
+    assert broken == pytest.approx(ours.curve[-1][1], rel=1e-5)  # History keeps the last validation loss
+    assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
+    assert reported[:3] == pytest.approx(ours_reported[:3], rel=1e-6)  # the same until the first evaluate()
+    assert abs(reported[3] / ours_reported[3] - 1) > 0.1  # after it, fit reports validation losses mixed in
+
+
+# --------------------------------------------------------------------------- the notebook's KeepBest
+# KeepBest(ValidateEvery): the notebook's best weights and patience, with the helper's arguments.
+
+
+def notebook_keep_best(*args, **kwargs):
+    return notebook_function("KeepBest")(*args, **kwargs)
+
+
+def test_the_notebooks_keep_best_takes_the_helpers_arguments():
+    import inspect
+
+    ours = list(inspect.signature(notebook_function("KeepBest")).parameters)
+    theirs = list(inspect.signature(V.ValidateEvery).parameters)
+    assert ours == [name for name in theirs if name != "loss_weights"]  # the helper adds loss_weights only
+    assert list(inspect.signature(notebook_function("ValidateEvery")).parameters) == theirs[:4]
+
+
+@pytest.mark.parametrize("restore_best, patience", [(True, 1), (True, 2), (False, None), (True, None)])
+def test_the_notebooks_keep_best_gives_the_helpers_passes_metrics_best_step_and_weights(restore_best, patience):
+    def run(callback_class):
+        model = compiled(make_model(), keras.optimizers.Adam(0.1))  # fast: the best pass is not the last
+        callback = callback_class(val_ds(), 2, MSE, [keras.metrics.MeanAbsoluteError(name="mae")],
+                                  restore_best=restore_best, patience=patience)
+        _fit([callback], model, steps_per_epoch=24)  # passes every 2 steps; the best at step 18, not the last
+        return model, callback
+
+    model, ours = run(notebook_function("KeepBest"))
+    helped, theirs = run(V.ValidateEvery)
+    assert [step for step, _ in ours.curve] == [step for step, _ in theirs.curve]
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in theirs.curve], rtol=1e-5)
+    np.testing.assert_allclose([r["val_mae"] for r in ours.results], [r["mae"] for r in theirs.results], rtol=1e-5)
+    assert ours.best_step == theirs.best_step and ours.best_step != ours.curve[-1][0]
+    assert int(model.optimizer.iterations) == int(helped.optimizer.iterations)  # stopped at the same step
+    assert (int(model.optimizer.iterations) < 24) == (patience is not None)
+    np.testing.assert_allclose(np.concatenate([w.ravel() for w in model.get_weights()]),
+                               np.concatenate([w.ravel() for w in helped.get_weights()]), rtol=1e-5, atol=1e-7)
+
+
+def test_the_notebooks_keep_best_restores_the_best_weights_and_stops_after_patience_passes():
+    model = compiled(make_model(), keras.optimizers.Adam(0.1))
+    ours = notebook_keep_best(val_ds(), 2, MSE, restore_best=True, patience=2)
+    _fit([ours], model, steps_per_epoch=40)
+    steps = [step for step, _ in ours.curve]
+    assert int(model.optimizer.iterations) == steps[-1] == ours.best_step + 4 < 40  # two passes after the best
+    assert all(loss >= ours.best_loss for _, loss in ours.curve[-2:])
+    assert same(model.get_weights(), ours.best_weights)
+    assert V.evaluate(model, val_ds(), MSE)["loss"] == pytest.approx(ours.best_loss, rel=1e-6)
+    last = notebook_keep_best(val_ds(), 2, MSE, patience=2)  # restore_best=False: the last weights stay
+    plain = compiled(make_model(), keras.optimizers.Adam(0.1))
+    kept = compiled(make_model(), keras.optimizers.Adam(0.1))
+    _fit([last], kept, steps_per_epoch=40)
+    _fit([], plain, steps_per_epoch=int(kept.optimizer.iterations))
+    assert same(kept.get_weights(), plain.get_weights())
+
+
+def test_the_notebooks_callback_puts_metrics_in_logs_and_empties_them_between_passes():
+    seen = []
+    spy = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: seen.append(logs.get("val_mae")))
+    model = compiled(make_model())
+    mae = keras.metrics.MeanAbsoluteError(name="mae")
+    ours = notebook_function("ValidateEvery")(val_ds(), 3, MSE, [mae])
+    _fit([ours, spy], model)
+    assert [v for v in seen if v is not None] == [r["val_mae"] for r in ours.results[1:]]
+    x, y = V.collect(val_ds())
+    last = float(np.mean(np.abs(model(x).numpy().astype(np.float64) - y)))
+    assert ours.results[-1]["val_mae"] == pytest.approx(last, rel=1e-5)  # this pass only, not a running total
+    assert float(mae.result()) == 0.0  # emptied for the next pass
+
+
+def test_reported_losses_draws_each_report_its_history_value_and_the_passes():
+    from helpers import plots
+
+    fig = plots.validation.reported_losses([("ours", [4.0, 3.0, 2.0], 3.0), ("evaluate()", [4.0, 1.2, 1.1], 1.0)],
+                                           val_curve=[(0, 5.0), (2, 1.0)], title="reported")
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["validation loss (a full pass)", "ours", "History kept 3.000", "evaluate()", "History kept 1.000"]
+    lines = {line.get_label(): line for line in ax.lines}
+    assert list(lines["ours"].get_xdata()) == [1, 2, 3]  # steps count from 1
+    assert list(lines["History kept 1.000"].get_xdata()) == [3]  # at the last step
+    assert ax.get_yscale() == "log" and fig._suptitle.get_text() == "reported"
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    with pytest.raises(ValueError, match="reports"):
+        plots.validation.reported_losses([])
+    with pytest.raises(ValueError, match="differ"):
+        plots.validation.reported_losses([("a", [1.0], 1.0), ("b", [1.0, 2.0], 2.0)])
+    with pytest.raises(ValueError, match="per_step"):
+        plots.reported_losses([("a", [1.0, 2.0], 1.5)], per_step=[1.0])
+
+
+def test_reported_losses_draws_the_loss_of_each_step_under_the_reports_and_a_subtitle():
+    from helpers import plots
+
+    fig = plots.reported_losses([("ours", [4.0, 3.0, 2.0], 3.0)], per_step=[4.0, 2.0, 0.5],
+                                title="reported", subtitle="same weights")
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.lines}
+    each = lines["loss of each training step"]
+    assert list(each.get_xdata()) == [1, 2, 3] and list(each.get_ydata()) == [4.0, 2.0, 0.5]
+    assert each.get_zorder() < lines["ours"].get_zorder()  # under the reports
+    assert ax.get_title() == "same weights" and fig._suptitle.get_text() == "reported"
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- the helper's callback
+# validation.ValidateEvery: the notebook's callback plus metrics, best weights, patience, epoch logs.
+
+
+def test_the_helper_callback_gives_the_notebooks_passes():
+    model, theirs = compiled(make_model()), compiled(make_model())
+    ours = V.ValidateEvery(val_ds(), 3, MSE)
+    notebook = notebook_callback(theirs, 3)
+    _fit([ours], model, steps_per_epoch=4, epochs=3)
+    _fit([notebook], theirs, steps_per_epoch=4, epochs=3)
+    assert [step for step, _ in ours.curve] == [step for step, _ in notebook.curve] == [0, 3, 6, 9, 12]
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in notebook.curve], rtol=1e-5)
+    assert [result["examples"] for result in ours.results] == [54] * 5
+
+
+def test_the_helper_callback_puts_val_loss_and_metrics_in_logs_and_restores_the_best_weights():
+    seen = []
+    spy = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: seen.append((batch, logs.get("val_loss"), logs.get("val_mae"))))
+    model = compiled(make_model(), keras.optimizers.Adam(0.1))  # fast: the best pass is not the last
+    ours = V.ValidateEvery(val_ds(), 3, MSE, metrics=[keras.metrics.MeanAbsoluteError(name="mae")],
+                           restore_best=True)
+    _fit([ours, spy], model)
+    assert [batch for batch, loss, _ in seen if loss is not None] == [2, 5, 8, 11]  # after steps 3, 6, 9, 12
+    assert [loss for _, loss, _ in seen if loss is not None] == [loss for _, loss in ours.curve[1:]]
+    assert [mae for _, loss, mae in seen if loss is not None] == [r["mae"] for r in ours.results[1:]]
+    assert ours.best_loss == min(loss for _, loss in ours.curve) and (ours.best_step, ours.best_loss) in ours.curve
+    assert ours.best_step != 12, "the best step must not be the last, or restoring could not be seen"
+    assert same(model.get_weights(), ours.best_weights)  # the best step's weights, put back
+    assert V.evaluate(model, val_ds(), MSE)["loss"] == pytest.approx(ours.best_loss, rel=1e-6)
+
+
+def test_the_helper_callback_keeps_no_weights_and_leaves_the_last_unless_asked():
+    model, plain = compiled(make_model(), keras.optimizers.Adam(0.1)), compiled(make_model(), keras.optimizers.Adam(0.1))
+    ours = V.ValidateEvery(val_ds(), 3, MSE)  # restore_best=False: the default
     _fit([ours], model)
     _fit([], plain)
-    assert ours.best[0] != 12 and ours.best[2] is None  # a best step, but no weights kept
+    assert ours.best_step != 12 and ours.best_weights is None  # a best step, but no weights kept
     assert same(model.get_weights(), plain.get_weights())  # the last step's weights, as without it
 
 
-def test_the_notebooks_callback_keeps_the_last_weights_when_the_last_step_is_best():
-    ValidateEvery = notebook_function("ValidateEvery")
-    model, plain = make_model(), make_model()
-    model.compile(optimizer=keras.optimizers.SGD(0.001), loss=MSE)  # slow and steady: every pass better
-    plain.compile(optimizer=keras.optimizers.SGD(0.001), loss=MSE)
-    ours = ValidateEvery(val_ds(), 3, MSE, restore_best=True)
+def test_the_helper_callback_keeps_the_last_weights_when_the_last_step_is_best():
+    sgd = lambda: keras.optimizers.SGD(0.001)  # noqa: E731 - slow and steady: every pass better
+    model, plain = compiled(make_model(), sgd()), compiled(make_model(), sgd())
+    ours = V.ValidateEvery(val_ds(), 3, MSE, restore_best=True)
     _fit([ours], model)
     _fit([], plain)
     losses = [loss for _, loss in ours.curve]
-    assert losses == sorted(losses, reverse=True) and ours.best[0] == 12
+    assert losses == sorted(losses, reverse=True) and ours.best_step == 12
     assert same(model.get_weights(), plain.get_weights())  # nothing to restore: the weights of the last step
 
 
-def test_the_notebooks_callback_takes_its_loss_so_a_string_loss_in_compile_works():
-    ValidateEvery = notebook_function("ValidateEvery")
+def test_the_helper_callback_takes_its_loss_so_a_string_loss_in_compile_works():
     model = make_model()
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")  # model.loss is the string "mse"
-    ours = ValidateEvery(val_ds(), 3, MSE)
+    ours = V.ValidateEvery(val_ds(), 3, MSE)
     _fit([ours], model)
-    reference = ValidateEvery(val_ds(), 3, MSE)
+    reference = V.ValidateEvery(val_ds(), 3, MSE)
     _fit([reference])  # compiled with the loss object
     assert [step for step, _ in ours.curve] == [0, 3, 6, 9, 12]
     np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in reference.curve], rtol=1e-6)
 
 
-def test_the_notebooks_callback_counts_regularisers_as_fits_val_loss_does():
-    ValidateEvery = notebook_function("ValidateEvery")
+def test_the_helper_callback_counts_regularisers_as_fits_val_loss_does():
     dense = {"kernel_regularizer": keras.regularizers.L2(0.1), "activity_regularizer": keras.regularizers.L1(0.05)}
-    model, keras_model = make_model(**dense), make_model(**dense)
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE)
-    ours = ValidateEvery(val_ds(), 3, MSE)
+    model, keras_model = compiled(make_model(**dense)), make_model(**dense)
+    ours = V.ValidateEvery(val_ds(), 3, MSE)
     _fit([ours], model)
     fit = _fit([], keras_model, steps_per_epoch=3, epochs=4, validation_data=val_ds())
     np.testing.assert_allclose([v for _, v in ours.curve[1:]], fit["val_loss"], rtol=1e-5)
 
 
 @pytest.mark.parametrize("steps_per_execution", [2, 3])
-def test_the_notebooks_callback_refuses_steps_per_execution_before_training(steps_per_execution):
-    ValidateEvery = notebook_function("ValidateEvery")
-    model = make_model()
-    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, steps_per_execution=steps_per_execution)
+def test_the_helper_callback_refuses_steps_per_execution_before_training(steps_per_execution):
+    model = compiled(make_model(), steps_per_execution=steps_per_execution)
     before = snapshot(model)
-    ours = ValidateEvery(val_ds(), 3, MSE)
+    ours = V.ValidateEvery(val_ds(), 3, MSE)
     with pytest.raises(ValueError, match=r"needs compile\(steps_per_execution=1\)"):
         _fit([ours], model)
     assert ours.curve == [] and int(model.optimizer.iterations) == 0 and same(snapshot(model), before)
 
 
-def test_a_callback_calling_model_evaluate_breaks_fits_training_loss_and_our_pass_does_not():
-    ValidateEvery = notebook_function("ValidateEvery")
-    EvaluateEvery = notebook_function("EvaluateEvery")  # the notebook's wrong version: Keras' own pass
-    true_loss = _fit([])["loss"][0]
-    keras_way = EvaluateEvery(val_ds(), 3)
-    broken = _fit([keras_way])["loss"][0]
-    assert broken == pytest.approx(keras_way.curve[-1], rel=1e-6)  # the last validation loss
-    assert abs(broken / true_loss - 1) > 0.1, (broken, true_loss)
-    ours = ValidateEvery(val_ds(), 3, MSE)
-    assert _fit([ours])["loss"][0] == pytest.approx(true_loss, rel=1e-6)
-    np.testing.assert_allclose([v for _, v in ours.curve[1:]], keras_way.curve, rtol=1e-5)
+def test_the_helper_callback_stops_fit_after_patience_passes_without_a_better_val_loss():
+    model = compiled(make_model(), keras.optimizers.Adam(0.1))  # fast: the best pass is not the last
+    ours = V.ValidateEvery(val_ds(), 2, MSE, patience=1)
+    _fit([ours], model, steps_per_epoch=40)
+    steps, losses = [step for step, _ in ours.curve], [loss for _, loss in ours.curve]
+    assert steps[-1] < 40 and int(model.optimizer.iterations) == steps[-1]  # stopped right after that pass
+    assert steps[-1] == ours.best_step + 2 and losses[-1] >= ours.best_loss  # one pass, no better
+    assert all(a > b for a, b in zip(losses[:-1], losses[1:-1]))  # it improved until then
+    twice = V.ValidateEvery(val_ds(), 2, MSE, patience=2)  # two passes without a better loss
+    _fit([twice], compiled(make_model(), keras.optimizers.Adam(0.1)), steps_per_epoch=40)
+    assert twice.curve[-1][0] > steps[-1] and all(loss >= twice.best_loss for _, loss in twice.curve[-2:])
+    never = V.ValidateEvery(val_ds(), 2, MSE)  # patience=None: fit runs to the end
+    _fit([never], steps_per_epoch=40)
+    assert never.curve[-1][0] == 40
 
 
-def test_the_notebooks_train_step_is_traced_twice_without_optimizer_build():
-    model, optimizer = make_model(), keras.optimizers.Adam(0.01)
-    train_step, _ = notebook_steps(make_model())  # optimizer.build first
-    for x, y in train_ds().take(3):
-        train_step(x, y)
+def test_the_helper_callback_writes_an_epochs_val_loss_only_if_a_pass_ran_in_it():
+    ours = V.ValidateEvery(val_ds(), 6, MSE)
+    history = _fit([ours], steps_per_epoch=4, epochs=3)  # passes after steps 0, 6 and 12
+    assert [step for step, _ in ours.curve] == [0, 6, 12]
+    assert history["val_loss"] == [ours.curve[1][1], ours.curve[2][1]]  # epochs 2 and 3; epoch 1 none
 
-    @tf.function(input_signature=train_ds().element_spec)  # the same step, Adam's variables made in the trace
-    def unbuilt_step(x, y):
-        with tf.GradientTape() as tape:
-            loss = MSE(y, model(x, training=True))
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-        return loss
 
-    for x, y in train_ds().take(3):
-        unbuilt_step(x, y)
-    assert train_step.experimental_get_tracing_count() == 1 and unbuilt_step.experimental_get_tracing_count() == 2
+def test_the_helper_callback_does_not_validate_twice_at_the_same_step_when_fit_is_called_again():
+    model = compiled(make_model())
+    ours = V.ValidateEvery(val_ds(), 3, MSE)
+    _fit([ours], model, steps_per_epoch=3)
+    _fit([ours], model, steps_per_epoch=3)
+    assert [step for step, _ in ours.curve] == [0, 3, 6]
+
+
+@pytest.mark.parametrize("args, error, match", [
+    ((val_ds, 0, MSE), ValueError, "every"),
+    ((val_ds, 2.0, MSE), TypeError, "every"),
+    ((lambda: val_ds().repeat(), 2, MSE), ValueError, "val_ds"),
+    ((lambda: [1, 2], 2, MSE), TypeError, "val_ds"),
+    ((val_ds, 2, keras.losses.MeanSquaredError(reduction="sum")), ValueError, "sum"),
+    ((val_ds, 2, "mse"), TypeError, "loss_fn"),
+])
+def test_the_helper_callback_refuses_bad_arguments(args, error, match):
+    data, every, loss = args
+    with pytest.raises(error, match=match):
+        V.ValidateEvery(data(), every, loss)
+
+
+def test_the_helper_callback_refuses_a_bad_patience():
+    with pytest.raises(ValueError, match="patience"):
+        V.ValidateEvery(val_ds(), 2, MSE, patience=0)
+    with pytest.raises(TypeError, match="patience"):
+        V.ValidateEvery(val_ds(), 2, MSE, patience=1.5)
 
 
 def test_keras_fit_trains_the_same_with_and_without_validation_data():
@@ -1070,40 +1346,208 @@ def test_tf1_reinitializable_iterator_resets_training_and_feedable_does_not():
         assert read == [list(range(100 + 4 * i, 104 + 4 * i)) for i in range(6)]  # training went on
 
 
-def test_the_notebooks_callback_stops_fit_after_patience_passes_without_a_better_val_loss():
-    ValidateEvery = notebook_function("ValidateEvery")
-    model = make_model()
-    model.compile(optimizer=keras.optimizers.Adam(0.1), loss=MSE)  # fast: the best pass is not the last
-    ours = ValidateEvery(val_ds(), 2, MSE, patience=1)
-    _fit([ours], model, steps_per_epoch=40)
-    steps, losses = [step for step, _ in ours.curve], [loss for _, loss in ours.curve]
-    best_step = ours.best[0]
-    assert steps[-1] < 40 and int(model.optimizer.iterations) == steps[-1]  # stopped right after that pass
-    assert steps[-1] == best_step + 2 and losses[-1] >= ours.best[1]  # one pass, no better
-    assert all(a > b for a, b in zip(losses[:-1], losses[1:-1]))  # it improved until then
-    never = ValidateEvery(val_ds(), 2, MSE)  # patience=None: fit runs to the end
-    _fit([never], steps_per_epoch=40)
-    assert never.curve[-1][0] == 40
-
-
-def test_the_notebooks_callback_writes_an_epochs_val_loss_only_if_a_pass_ran_in_it():
-    ValidateEvery = notebook_function("ValidateEvery")
-    ours = ValidateEvery(val_ds(), 6, MSE)
-    history = _fit([ours], steps_per_epoch=4, epochs=3)  # passes after steps 0, 6 and 12
-    assert [step for step, _ in ours.curve] == [0, 6, 12]
-    assert history["val_loss"] == [ours.curve[1][1], ours.curve[2][1]]  # epochs 2 and 3; epoch 1 none
-
-
-def test_the_notebooks_pass_counts_examples_of_a_dict_target():
-    make_val_sums = notebook_function("make_val_sums")
+@pytest.mark.parametrize("name", ["make_steps", "make_validation_pass"])
+def test_the_notebooks_passes_count_examples_of_a_dict_target(name):
     inputs = keras.Input((V.FEATURES,))
     model = keras.Model(inputs, {"out": keras.layers.Dense(1)(inputs)})
     x, y = V.collect(val_ds())
-    batches = tf.data.Dataset.from_tensor_slices((x, {"out": y})).batch(BATCH)
-    val_sums = make_val_sums(model, lambda y, pred: MSE(y["out"], pred["out"]), batches.element_spec)
-    total, count = 0.0, 0
-    for xb, yb in batches:
-        batch_sum, n = val_sums(xb, yb)
-        total, count = total + float(batch_sum), count + int(n)
+    batches = tf.data.Dataset.from_tensor_slices((x, {"out": y})).batch(BATCH)  # 54: a last batch of 6
+    dict_mse = lambda y, pred: MSE(y["out"], pred["out"])  # noqa: E731
     exact = np.mean((model(x)["out"].numpy().astype(np.float64) - y) ** 2)
-    assert count == len(y) and total / count == pytest.approx(exact, rel=1e-5)
+    if name == "make_steps":
+        _, val_sums = notebook_function(name)(model, keras.optimizers.Adam(0.01), dict_mse)
+        total, count = 0.0, 0
+        for xb, yb in batches:
+            batch_sum, n = val_sums(xb, yb)
+            total, count = total + float(batch_sum), count + int(n)
+        assert count == len(y) and total / count == pytest.approx(exact, rel=1e-5)
+    else:
+        validation_pass = notebook_function(name)(model, batches, dict_mse)
+        assert validation_pass() == {"val_loss": pytest.approx(exact, rel=1e-5)}
+
+
+# --------------------------------------------------------------------------- the cells a learner copies
+# The notebook says: copy the three cells of make_validation_pass, ValidateEvery and KeepBest into
+# your project; they need only TensorFlow and Keras. So they must run alone, nothing else defined.
+
+
+def copy_cells() -> list[str]:
+    """The sources of the notebook's three code cells to copy, in order."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    code = [cell.source for cell in cells if cell.cell_type == "code"]
+    first = next(i for i, source in enumerate(code) if "def make_validation_pass(" in source)
+    return code[first:first + 3]
+
+
+def test_the_cells_to_copy_are_three_in_a_row_and_say_so():
+    sources = copy_cells()
+    assert "class ValidateEvery(" in sources[1] and "class KeepBest(ValidateEvery)" in sources[2]
+    assert sources[0].startswith("# Copy this cell and the next two")
+    assert all(len(source.strip().splitlines()) <= 25 for source in sources)
+
+
+def test_the_cells_to_copy_run_alone_with_only_tensorflow_and_keras():
+    import ast
+    import builtins
+
+    scope: dict = {}
+    exec("import tensorflow as tf\nimport keras", scope)  # noqa: S102 - what the cells say they need
+    for source in copy_cells():
+        exec(compile(source, f"{NOTEBOOK}:copy", "exec"), scope)  # noqa: S102 - our own notebook
+    defined = {"tf", "keras", "make_validation_pass", "ValidateEvery", "KeepBest"}
+    for source in copy_cells():  # every global name the cells read is one of those (or a builtin)
+        tree = ast.parse(source)
+        local = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        local |= {arg.arg for node in ast.walk(tree) if isinstance(node, ast.arguments) for arg in node.args}
+        local |= {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        assert read - local - defined - set(dir(builtins)) == set(), source[:60]
+    # and they work: every branch of KeepBest, metrics, against the helper
+    def run(callback_class):
+        model = compiled(make_model(), keras.optimizers.Adam(0.1))
+        callback = callback_class(val_ds(), 2, MSE, [keras.metrics.MeanAbsoluteError(name="mae")],
+                                  restore_best=True, patience=2)
+        _fit([callback], model, steps_per_epoch=40)
+        return model, callback
+
+    model, ours = run(scope["KeepBest"])
+    helped, theirs = run(V.ValidateEvery)
+    assert ours.curve[-1][0] < 40 and ours.best_step != ours.curve[-1][0]  # stopped early, after the best
+    assert [step for step, _ in ours.curve] == [step for step, _ in theirs.curve]
+    np.testing.assert_allclose([v for _, v in ours.curve], [v for _, v in theirs.curve], rtol=1e-5)
+    np.testing.assert_allclose([r["val_mae"] for r in ours.results], [r["mae"] for r in theirs.results], rtol=1e-5)
+    assert same(model.get_weights(), ours.best_weights)
+
+
+def test_the_notebooks_callbacks_take_logs_as_a_dict_or_none():
+    """Keras 3.8, 3.13 and 3.15 pass on_train_begin a dict ({}: CallbackList pythonifies None); a direct
+    call may pass nothing. Both work: with a dict, val_loss goes into it; with None, nothing breaks."""
+    for name in ("ValidateEvery", "KeepBest"):
+        model = compiled(make_model())
+        callback = notebook_function(name)(val_ds(), 2, MSE)
+        callback.set_model(model)
+        callback.on_train_begin()  # logs=None
+        logs = {}
+        callback.on_train_batch_end(1, logs)  # iterations is 0: a multiple of 2, so a pass
+        assert len(callback.curve) == 2 and logs == {"val_loss": callback.curve[-1][1]}
+        callback.on_train_batch_end(1)
+        callback.on_train_end()
+        assert len(callback.curve) == 3
+
+
+@pytest.mark.parametrize("name", ["ValidateEvery", "KeepBest"])
+@pytest.mark.parametrize("steps_per_execution", [2, 3])
+def test_the_notebooks_callbacks_refuse_steps_per_execution_before_training(name, steps_per_execution):
+    called_at = []  # why: with N > 1, fit calls back once per N steps, so `iterations % every` misses passes
+    spy = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: called_at.append(int(spied.optimizer.iterations)))
+    spied = compiled(make_model(), steps_per_execution=steps_per_execution)
+    _fit([spy], spied)
+    assert called_at == list(range(steps_per_execution, 13, steps_per_execution))
+    model = compiled(make_model(), steps_per_execution=steps_per_execution)
+    before = snapshot(model)
+    ours = notebook_function(name)(val_ds(), 3, MSE)
+    with pytest.raises(ValueError, match=r"needs compile\(steps_per_execution=1\)"):
+        _fit([ours], model)
+    assert ours.curve == [] and int(model.optimizer.iterations) == 0 and same(snapshot(model), before)
+    one = compiled(make_model(), steps_per_execution=1)  # the default is accepted
+    _fit([notebook_function(name)(val_ds(), 3, MSE)], one)
+
+
+@pytest.mark.parametrize("name", ["ValidateEvery", "KeepBest"])
+def test_the_notebooks_callbacks_do_not_validate_twice_at_the_same_step_when_fit_is_called_again(name):
+    curves = []
+    for make in (notebook_function(name), V.ValidateEvery):
+        model = compiled(make_model())
+        callback = make(val_ds(), 3, MSE, patience=1) if name == "KeepBest" else make(val_ds(), 3, MSE)
+        for steps in (3, 3, 4, 2):  # fit again at step 3 (a pass ran there), 6 (likewise), 10 (none ran)
+            _fit([callback], model, steps_per_epoch=steps)
+        assert int(model.optimizer.iterations) == 12  # a pass twice at a step would also stop KeepBest early
+        curves.append(callback.curve)
+    ours, helper = curves
+    assert [step for step, _ in ours] == [0, 3, 6, 9, 10, 12] == [step for step, _ in helper]
+    np.testing.assert_allclose([loss for _, loss in ours], [loss for _, loss in helper], rtol=1e-5)
+
+
+def docs_block(heading: str, kind: str = "python", number: int = 0) -> str:
+    """The ``number``-th fenced block whose info string is ``kind`` ("" for a plain block) under
+    ``### heading`` in docs/validation.md, up to the next heading: code the notebook links to."""
+    from tests.notebook_answers import ROOT
+
+    text = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    section = text.split(f"\n### {heading}\n", 1)[1]
+    blocks, body, info = [], None, None
+    for line in section.splitlines(keepends=True):
+        if body is None and line.startswith("#"):
+            break  # the next heading
+        if line.startswith("```"):
+            if body is None:
+                body, info = [], line[3:].strip()
+            else:
+                blocks.append((info, "".join(body)))
+                body = None
+        elif body is not None:
+            body.append(line)
+    return [text for info, text in blocks if info == kind][number]
+
+
+def next_step_snippet() -> str:
+    """The code of the notebook's 'Optional' next step, which the notebook links to in the docs."""
+    assert "docs/validation.md#keepbest-on-disk-or-in-tensorboard" in notebook_markdown()
+    return docs_block("KeepBest on disk or in TensorBoard")
+
+
+def test_the_docs_tf1_feedable_iterator_prints_what_the_docs_say():
+    """The notebook's TF1 cell until round 15, now in the docs (the notebook links to it)."""
+    assert "docs/validation.md#tf1s-answer-a-re-initialised-iterator" in notebook_markdown()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(docs_block("TF1's answer: a re-initialised iterator"), {"tf": tf, "tf1": tf1})  # noqa: S102
+    shown = docs_block("TF1's answer: a re-initialised iterator", kind="")
+    assert out.getvalue() == shown
+    assert shown.count("[[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]") == 3 and "[120, 121, 122, 123]" in shown
+
+
+def test_the_notebooks_your_model_stopped_early_and_trains_on_below_its_best():
+    """docs/validation.md, 'Your model stopped early': KeepBest(patience=2) on the notebook's
+    BatchNorm/Dropout model stops at step 140 (best 100, 0.780); with no patience the passes go up
+    and down and reach the toy's 0.18 by step 300."""
+    your_model = notebook_function("your_model")
+    data = (V.generated_dataset(None, 32, seed=0), V.generated_dataset(12, 32, seed=1))  # the notebook's
+    curves = []
+    for patience in (2, None):
+        model = your_model()
+        model.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE)
+        callback = notebook_function("KeepBest")(data[1], 20, MSE, restore_best=True, patience=patience)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(data[0], steps_per_epoch=300, callbacks=[callback], shuffle=False, verbose=0)
+        curves.append([(step, round(loss, 3)) for step, loss in callback.curve])
+    stopped, on = curves
+    assert stopped[-1][0] == 140 and stopped[5] == (100, 0.780) and stopped == on[:len(stopped)]
+    v = [f"{loss:.3f}" for step, loss in on if step >= 100]  # steps 100, 120, ..., 300
+    said = (f"{v[0]} (step 100), {v[1]}, {v[2]}, {v[3]}, {v[4]}, {v[5]} (step 200), {v[6]}, {v[7]}, {v[8]}, "
+            f"{v[9]} and {v[10]} (step 300)")
+    from tests.notebook_answers import ROOT
+
+    docs = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    assert said in " ".join(docs.split("### Your model stopped early", 1)[1].split())
+    assert on[-1][0] == 300 and on[-1][1] < 0.2 and min(loss for _, loss in on[6:]) < 0.780  # lower than kept
+
+
+def test_the_notebooks_next_step_saves_the_best_passs_weights_on_disk(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the snippet writes best.weights.h5 in the working directory
+    scope = {"tf": tf, "keras": keras, "KeepBest": notebook_function("KeepBest")}
+    exec(next_step_snippet(), scope)  # noqa: S102 - our own notebook
+    model = compiled(make_model(), keras.optimizers.Adam(0.1))
+    callback = scope["KeepBestOnDisk"](val_ds(), 2, MSE, patience=2)
+    _fit([callback], model, steps_per_epoch=40)
+    assert callback.best_step != callback.curve[-1][0]  # the file must hold an earlier pass's weights
+    loaded = make_model()
+    loaded.load_weights(str(tmp_path / "best.weights.h5"))
+    assert same(loaded.get_weights(), callback.best_weights)
+    assert not same(loaded.get_weights(), model.get_weights())  # not the last weights (restore_best=False)

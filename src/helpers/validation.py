@@ -12,7 +12,8 @@ while the training iterator keeps its place.
   plus ``model.losses``, as Keras' ``model.evaluate`` reports it.
 * :class:`ValidationStream`: exact passes read from one long-lived iterator (cheaper per pass).
 * :func:`train_with_validation`: train ``steps`` steps, evaluate every ``every`` steps; a
-  :class:`History`. :class:`ExampleCount`: a Keras metric counting the examples of a pass.
+  :class:`History`. :class:`ValidateEvery`: the same inside ``model.fit`` (a callback), with the
+  best weights kept and early stopping. :class:`ExampleCount`: a Keras metric counting examples.
 
 Batches are Keras' ``(x, y)`` or ``(x, y, sample_weight)`` (a third element is always a sample
 weight), or dicts ``{"x", "y", "id"[, "sample_weight"]}`` whose example ids the helpers record and
@@ -49,7 +50,8 @@ from helpers.workers import cluster_workers, require_same_batch
 
 __all__ = [
     "FEATURES", "MAX_PER_CHUNK", "chunk_examples", "generated_dataset", "example_ids", "drop_ids", "collect",
-    "ValidationStream", "evaluate", "eval_trace_count", "History", "train_with_validation", "ExampleCount",
+    "ValidationStream", "evaluate", "eval_trace_count", "History", "train_with_validation", "ValidateEvery",
+    "ExampleCount",
 ]
 
 # --------------------------------------------------------------------------- exact passes
@@ -333,6 +335,86 @@ def _train(train_steps: CompiledSteps, train_ds: Any, val_ds: ValidationStream |
         progress.update(step, loss=loss, **({"val_loss": history.val[-1]["loss"]} if history.val else {}))
     history.traces = train_steps.traces
     return history
+
+
+class ValidateEvery(keras.callbacks.Callback):
+    """A callback for ``model.fit``: one full pass over ``val_ds`` (:func:`evaluate`) before the
+    first step and after every ``every`` training steps, counted across epochs.
+
+    Each pass's results go into that batch's logs as ``val_<name>`` (callbacks listed after this
+    one see them), and an epoch's last pass into the epoch's logs (``History`` and
+    ``EarlyStopping`` read those; an epoch with no pass gets none). ``curve``: ``(step, val loss)``
+    of every pass; ``results``: :func:`evaluate`'s dicts. ``restore_best``: keep the weights of the
+    pass with the lowest loss (``best_step``, ``best_loss``) and put them back when ``fit`` ends.
+    ``patience``: stop ``fit`` after that many passes without a lower loss (None: never).
+
+    >>> model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> callback = ValidateEvery(generated_dataset(4, 8, seed=1), 3, keras.losses.MeanSquaredError())
+    >>> _ = model.fit(generated_dataset(None, 8), steps_per_epoch=6, callbacks=[callback], verbose=0)
+    >>> [step for step, _ in callback.curve]
+    [0, 3, 6]
+
+    TypeError/ValueError (naming the argument) for a bad ``val_ds``, ``every``, ``loss_fn``,
+    ``metrics`` or ``patience``; ValueError in ``on_train_begin``, before any step, for
+    ``compile(steps_per_execution=N)`` with N > 1 (``fit`` would call back once per N steps).
+    """
+
+    def __init__(self, val_ds: tf.data.Dataset, every: int, loss_fn: Any, metrics: Any = (), *,
+                 restore_best: bool = False, patience: int | None = None, loss_weights: Any = None):
+        super().__init__()
+        self.every = require_int("every", every, minimum=1)
+        self.patience = require_int("patience", patience, minimum=1, allow_none=True)
+        check_mean_loss(loss_fn, loss_weights=loss_weights)
+        self.stream = ValidationStream(val_ds, "val_ds")
+        self.loss_fn, self.metrics, self.loss_weights = loss_fn, check_metrics(metrics), loss_weights
+        self.restore_best = bool(restore_best)
+        self.curve: list[tuple[int, float]] = []
+        self.results: list[dict[str, Any]] = []
+        self.best_step: int | None = None
+        self.best_loss = float("inf")
+        self.best_weights: list[np.ndarray] | None = None
+        self._since_best = 0
+        self._epoch_logs: dict[str, Any] = {}
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        if int(getattr(self.model, "steps_per_execution", 1) or 1) != 1:
+            raise ValueError("ValidateEvery needs compile(steps_per_execution=1): fit calls back once per "
+                             f"{int(self.model.steps_per_execution)} steps, so passes would be skipped")
+        step = int(self.model.optimizer.iterations)
+        if not self.curve or self.curve[-1][0] != step:
+            self._validate(step, {})
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._epoch_logs = {}
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        step = int(self.model.optimizer.iterations)
+        if step % self.every == 0:
+            self._validate(step, logs if logs is not None else {})
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if logs is not None:
+            logs.update(self._epoch_logs)
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        if self.restore_best and self.best_weights is not None:
+            self.model.set_weights(self.best_weights)
+
+    def _validate(self, step: int, logs: dict) -> None:
+        result = evaluate(self.model, self.stream, self.loss_fn, self.metrics, loss_weights=self.loss_weights)
+        loss = float(result["loss"])
+        self.curve.append((step, loss))
+        self.results.append(result)
+        self._epoch_logs = {f"val_{key}": value for key, value in result.items() if key != "examples"}
+        logs.update(self._epoch_logs)
+        if loss < self.best_loss:
+            self.best_step, self.best_loss, self._since_best = step, loss, 0
+            self.best_weights = self.model.get_weights() if self.restore_best else None
+        else:
+            self._since_best += 1
+            if self.patience is not None and self._since_best >= self.patience:
+                self.model.stop_training = True  # fit stops after this step
 
 
 class ExampleCount(keras.metrics.Metric):

@@ -8,7 +8,118 @@ import numpy as np
 
 from helpers.plots._style import COLORS, apply_style, new_figure
 
-__all__ = ["validation_curve", "validation_passes"]
+__all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation_losses", "validation_passes"]
+
+
+def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
+                    title: str | None = None) -> Any:
+    """What a keep-the-best callback saw: the validation loss of each pass ``(step, loss)``, joined
+    by a line, each point labelled with its value; the best pass (at ``best_step``) a large green
+    star; with ``patience``, when the last pass is at least ``patience`` passes after the best, the
+    passes after the best are open red circles and a dashed line at the last pass says where ``fit``
+    stopped. Log y axis with plain tick labels. Returns the Figure.
+
+    >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2)
+    >>> [line.get_label() for line in fig.axes[0].lines][:3]
+    ['validation loss of each pass', 'the best pass: its weights are kept', 'no lower loss than the best: patience counts these']
+
+    Raises ValueError for an empty ``curve`` or a ``best_step`` that is not one of its steps.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    if not curve:
+        raise ValueError("curve is empty: give the (step, validation loss) of at least one pass")
+    steps = [step for step, _ in curve]
+    losses = [loss for _, loss in curve]
+    if best_step not in steps:
+        raise ValueError(f"best_step {best_step} is not the step of a pass: {steps}")
+    best = steps.index(best_step)
+    after = list(range(best + 1, len(curve)))
+    stopped = patience is not None and len(after) >= patience
+    fig, ax = new_figure(width=8.0, height=3.8)
+    ax.plot(steps, losses, marker="o", ms=6, color=COLORS[0], lw=1.6, zorder=2, label="validation loss of each pass")
+    ax.plot([best_step], [losses[best]], ls="none", marker="*", ms=20, color=COLORS[2], mec="white", mew=0.8,
+            zorder=4, label="the best pass: its weights are kept")
+    if stopped:
+        ax.plot([steps[i] for i in after], [losses[i] for i in after], ls="none", marker="o", ms=11, mfc="none",
+                mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
+        ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
+                   label=f"fit stopped: {patience} passes without a lower loss")
+    for step, loss in curve:
+        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(0, 9), ha="center",
+                    fontsize=8.5, color="0.25")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.set_ylim(min(losses) / 2.4, max(losses) * 1.6)  # room for the legend under the curve
+    ax.set_xlim(steps[0] - 0.04 * max(steps[-1] - steps[0], 1), steps[-1] + 0.04 * max(steps[-1] - steps[0], 1))
+    ax.set_xticks(steps)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss (log scale)")
+    ax.legend(loc="lower left", fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def reported_losses(reports: list[tuple[str, list[float], float]], *,
+                    val_curve: list[tuple[int, float]] | None = None, per_step: list[float] | None = None,
+                    title: str | None = None, subtitle: str | None = None) -> Any:
+    """The training loss ``fit`` reports in its logs after each step (a running mean over the
+    epoch), one line per ``(label, values, kept)``: ``values`` for steps 1, 2, ...; ``kept``, the
+    loss ``History`` kept for the epoch, a star at the last step in the line's colour, its value in
+    the legend. ``per_step``: the loss of each training step (steps 1, 2, ...), a thin faint line
+    under the others. ``val_curve`` ``[(step, loss), ...]``: the validation passes, open grey
+    circles with a dotted line at each pass. ``title`` above the axes, ``subtitle`` under it in
+    grey. Log y axis with plain tick labels; the legend right of the axes. Returns the Figure.
+
+    >>> fig = reported_losses([("ours", [4.0, 3.0], 3.5), ("evaluate()", [4.0, 1.2], 1.0)],
+    ...                       val_curve=[(0, 5.0), (2, 1.0)], per_step=[4.0, 2.0])
+    >>> fig.axes[0].get_legend_handles_labels()[1][:4]
+    ['loss of each training step', 'validation loss (a full pass)', 'ours', 'History kept 3.500']
+
+    Raises ValueError for no reports, an empty one, or reports (and ``per_step``) of different
+    lengths.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    if not reports or any(len(values) == 0 for _, values, _ in reports):
+        raise ValueError("reports: give at least one (label, [loss after step 1, 2, ...], kept) with values")
+    lengths = {len(values) for _, values, _ in reports}
+    if len(lengths) > 1 or (per_step is not None and {len(per_step)} != lengths):
+        shown = [(label, len(values)) for label, values, _ in reports]
+        if per_step is not None:
+            shown.append(("per_step", len(per_step)))
+        raise ValueError(f"reports differ in length: {shown}")
+    fig, ax = new_figure(width=10.0, height=4.4)
+    if per_step is not None:
+        ax.plot(np.arange(1, len(per_step) + 1), per_step, color="0.55", lw=0.9, alpha=0.6, zorder=1,
+                label="loss of each training step")
+    if val_curve:
+        for step, _ in val_curve:
+            ax.axvline(step, color="0.6", lw=0.8, ls=":", zorder=0)
+        ax.plot([step for step, _ in val_curve], [loss for _, loss in val_curve], ls="none", marker="o", ms=9,
+                mfc="none", mec="0.3", mew=1.5, zorder=2, label="validation loss (a full pass)")
+    for number, (label, values, kept) in enumerate(reports):
+        color = COLORS[number % len(COLORS)]
+        steps = np.arange(1, len(values) + 1)
+        ax.plot(steps, values, color=color, lw=2.0 if number == 0 else 1.6, ls="-" if number == 0 else "--",
+                zorder=3 + number, label=label)
+        ax.plot([steps[-1]], [kept], ls="none", marker="*", ms=15, color=color, mec="white", mew=0.8,
+                zorder=6, label=f"History kept {kept:.3f}")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 3.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.set_xlabel("training step")
+    ax.set_ylabel("loss (log scale)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+    if subtitle:
+        ax.set_title(subtitle, fontsize=10, color="0.35")
+    if title:
+        fig.suptitle(title, fontsize=12)
+    fig.tight_layout()
+    return fig
 
 
 def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smooth: int = 1,
@@ -45,6 +156,47 @@ def validation_curve(history: Any, ax: Any = None, *, metric: str = "loss", smoo
     return ax.figure
 
 
+def validation_losses(curves: list[tuple[str, list[tuple[int, float]]]], *, train_losses: list[float] | None = None,
+                      title: str | None = None) -> Any:
+    """Validation losses against the training step, one marker per ``(label, [(step, loss), ...])``
+    pair, on a log axis with plain tick labels. Markers shrink from the first curve to the last
+    (an open circle, a dot, a cross), so curves with equal values stay visible on top of each other.
+    ``train_losses``: the training loss of steps 1, 2, ..., drawn as a thin grey line. Returns the
+    Figure.
+
+    >>> fig = validation_losses([("loop", [(0, 4.0), (2, 1.0)]), ("fit", [(2, 1.0)])], train_losses=[3.0, 2.0])
+    >>> [line.get_label() for line in fig.axes[0].lines]
+    ['training loss (each step)', 'loop', 'fit']
+
+    Raises ValueError for no curves or an empty one.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    if not curves or any(not points for _, points in curves):
+        raise ValueError("curves: give at least one (label, [(step, loss), ...]) with at least one point")
+    fig, ax = new_figure(width=8.0, height=4.2)
+    if train_losses is not None:
+        ax.plot(np.arange(1, len(train_losses) + 1), train_losses, color="0.65", lw=1.0,
+                label="training loss (each step)")
+    styles = [dict(marker="o", ms=13, mfc="none", mew=2.0, zorder=3), dict(marker="o", ms=6, mew=0, zorder=5),
+              dict(marker="x", ms=10, mew=2.2, zorder=4), dict(marker="s", ms=4, mew=0, zorder=6)]
+    for number, (label, points) in enumerate(curves):
+        steps = [step for step, _ in points]
+        losses = [loss for _, loss in points]
+        ax.plot(steps, losses, ls="none", color=COLORS[number % len(COLORS)], label=label,
+                **styles[number % len(styles)])
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0,)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.set_xlabel("training step")
+    ax.set_ylabel("loss (log scale)")
+    ax.legend(loc="upper right", fontsize=9)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
 def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                       reads: list[tuple[str, list[int]]] | None = None, eval_steps: list[int] | None = None,
                       reads_title: str | None = None, panels_title: str | None = None) -> Any:
@@ -54,10 +206,11 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     which training batch each step trains on, one line per pair (the first solid, the others
     dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
-    each pass read, in order, one cell per example, its batch shown by alternating fills; an id read
-    a second time in the same pass is filled red; "empty" marks a pass that read nothing. Each panel
-    is as wide as its longest pass, with no x axis (the cells carry the ids); the first panel with a
-    red cell (else the first panel) holds the legend of the fills, in a spare row under the passes.
+    each pass read, in order, one cell per example, its batch shown by alternating fills; every read
+    of an id read more than once in the same pass is filled red; "empty" marks a pass that read
+    nothing. Each panel is as wide as its longest pass, with no x axis (the cells carry the ids);
+    the first panel with a red cell (else the first panel) holds the legend of the fills, in a spare
+    row under the passes.
     ``panels_title`` heads the bottom row.
 
     >>> fig = validation_passes([("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
@@ -112,7 +265,7 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             col = 0
             for batch_number, batch in enumerate(one):
                 for value in batch:
-                    twice = value in ids[:col]  # read a second time in this pass
+                    twice = ids.count(value) > 1  # read twice in this pass: both reads red
                     any_red += [column] if twice else []
                     ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
                                                facecolor=red_fill if twice else fills[batch_number % 2],
