@@ -581,15 +581,19 @@ def test_checker_reference_ignores_a_patched_ptb_batches(monkeypatch):
 
 
 def counting_callback(reset_when):
-    """A callback that resets before global batch ``g`` (and Keras epoch batch ``b``) when ``reset_when(g, b)``."""
+    """A callback that resets before the fit's batch ``g`` (Keras epoch batch ``b``, epoch ``e``, steps per epoch
+    ``s``) when ``reset_when(g, b, e, s)``."""
 
     class Resetting(keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
-            self.seen = 0
+            self.seen, self.epoch = 0, 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
 
         def on_train_batch_begin(self, batch, logs=None):
-            if reset_when(self.seen, batch):
+            if reset_when(self.seen, batch, self.epoch, self.params["steps"]):
                 batching.reset_stateful(self.model)
             self.seen += 1
 
@@ -597,12 +601,13 @@ def counting_callback(reset_when):
 
 
 def reset_at_batch_end(epoch_size):
+    # another right answer: reset after the batch that ends a pass, where the stream's next batch is a wrap-around
     class AtEnd(keras.callbacks.Callback):
-        seen = 0
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
 
         def on_train_batch_end(self, batch, logs=None):
-            AtEnd.seen += 1
-            if AtEnd.seen % epoch_size == 0:
+            if (self.epoch * self.params["steps"] + batch + 1) % epoch_size == 0:
                 batching.reset_stateful(self.model)
 
     return AtEnd()
@@ -618,19 +623,24 @@ def reset_each_keras_epoch(epoch_size):
 
 def hard_coded_layer(epoch_size):
     class LayerOne(keras.callbacks.Callback):
-        seen = 0
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
 
         def on_train_batch_begin(self, batch, logs=None):
-            if LayerOne.seen % epoch_size == 0:
+            if (self.epoch * self.params["steps"] + batch) % epoch_size == 0:
                 self.model.layers[1].reset_state()
-            LayerOne.seen += 1
 
     return LayerOne()
 
 
+def the_notebooks_stateful_resets(epoch_size):
+    # the notebook's StatefulResets (its reset after on_train_begin): right in a fresh fit, wrong when one resumes
+    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    return StatefulResets(epoch_size)
+
+
 def test_reset_checker_accepts_the_notebooks_answer_and_a_reset_at_batch_end(capsys):
-    namespace = {"batching": batching, "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers")}
-    exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", namespace))
+    exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", {"batching": batching}))
     exercises.check_reset_callback(reset_at_batch_end)
     assert capsys.readouterr().out.count("Correct: your callback reset the state exactly") == 2
 
@@ -641,12 +651,18 @@ def test_reset_checker_rejects_the_student_stub():
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (lambda e: keras.callbacks.Callback(), "not reset before batch 5: there every row jumps back"),
+    (lambda e: keras.callbacks.Callback(), "not reset before batch 5 of this fit: there every row jumps back"),
     (reset_each_keras_epoch, "where a Keras epoch starts \\(batch 3\\)"),
-    (lambda e: counting_callback(lambda seen, batch: batch % e == 0), "where a Keras epoch starts.*`batch` argument"),
-    (lambda e: counting_callback(lambda seen, batch: True), "before every batch"),
-    (lambda e: counting_callback(lambda seen, batch: seen % e in (0, 1)), "before batch 1, where every row continues"),
-    (lambda e: counting_callback(lambda seen, batch: seen % 5 == 0), "epoch_size=4.*not reset before batch 4"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: batch % e == 0),
+     "where a Keras epoch starts.*`batch` argument"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: True), "before every batch"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: seen % e in (0, 1)),
+     "before batch 1 of this fit, where every row continues"),
+    (the_notebooks_stateful_resets, "skip\\(6\\).*counts the batches from the start of this fit.*before its batch 4"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: (epoch * steps + batch) % 5 == 0),
+     "epoch_size=4.*not reset before batch 2 of this fit"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: (epoch * steps + batch + 1) % e == 0),
+     "not reset before batch 5"),
     (hard_coded_layer, "raised AttributeError"),
     (lambda e: keras.callbacks.Callback, "returned a class"),
     (lambda e: "reset", "must return a keras.callbacks.Callback"),
@@ -655,6 +671,7 @@ def test_reset_checker_hints_in_one_line(wrong, hint):
     with pytest.raises(CheckFailed, match=hint) as info:
         exercises.check_reset_callback(wrong)
     assert "\n" not in str(info.value) and "% epoch_size" not in str(info.value)
+    assert "params" not in str(info.value) and "* steps" not in str(info.value)  # the rule is not given away
 
 
 # --------------------------------------------------------------------------- the notebook's own code; proofs moved here
@@ -750,9 +767,9 @@ def _named_lstm_model(batch_size=2, num_steps=3):
 
 
 def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_callback_resets_it():
-    # The notebook's ResetAtEachPass resets in on_test_begin: Keras' validation inside fit reads and writes the
+    # The notebook's StatefulResets resets in on_test_begin: Keras' validation inside fit reads and writes the
     # same state as training, so without that reset it starts from the state the last training batch left.
-    ResetAtEachPass = notebook_function("ResetAtEachPass", "stateful_layers", "reset_stateful_layers")
+    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
     ids = np.random.default_rng(0).integers(0, 20, size=80)
     train, valid = batching.ptb_batches(ids[:60], 2, 3), batching.ptb_batches(ids[60:], 2, 3)
 
@@ -761,7 +778,8 @@ def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_cal
             self.model.get_layer("lstm").reset_state()
 
     val_loss = {}
-    for name, callback in [("reset before validation", ResetAtEachPass()), ("no reset", ResetAtEpochOnly())]:
+    windows = batching.ptb_layout(60, 2, 3).epoch_size  # one Keras epoch = one pass of the training batches
+    for name, callback in [("reset before validation", StatefulResets(windows)), ("no reset", ResetAtEpochOnly())]:
         model = _named_lstm_model()
         history = model.fit(train, validation_data=valid, epochs=2, shuffle=False, verbose=0, callbacks=[callback])
         model.get_layer("lstm").reset_state()
@@ -844,24 +862,24 @@ class _ResetWhereRowsJump(keras.callbacks.Callback):
 
 
 def test_validation_in_the_middle_of_a_pass_keeps_the_training_state_only_when_told():
-    # Keras epochs of 2 batches over passes of 5 windows, validated after every Keras epoch: with the state kept,
-    # training ends with the weights of the same training without validation; without, the validation's state
-    # leaks into the next training batch and the weights differ. KeepTrainingState is the notebook's own class.
-    KeepTrainingState = notebook_function("KeepTrainingState", "stateful_layers", "reset_stateful_layers")
+    # Keras epochs of 4 batches over passes of 10 windows, validated after every Keras epoch: with the state kept
+    # (the notebook's StatefulResets), training ends with the weights of the same training without validation;
+    # with a reset where the rows jump and nothing else, validation's state leaks into the next training batch.
+    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
     ids = np.random.default_rng(1).integers(0, 20, size=100)
     train = batching.ptb_batches(ids[:64], 2, 3, repeat=True)   # 32 tokens per row: 10 windows per row
     valid = batching.ptb_batches(ids[64:], 2, 3)
     windows = batching.ptb_layout(64, 2, 3).epoch_size
 
-    def trained(*callbacks, validate):
+    def trained(callback, validate):
         model = _named_lstm_model()
         model.fit(train, steps_per_epoch=4, epochs=5, shuffle=False, verbose=0,
-                  validation_data=valid if validate else None, callbacks=[_ResetWhereRowsJump(windows), *callbacks])
+                  validation_data=valid if validate else None, callbacks=[callback])
         return model.get_weights()
 
-    alone = trained(validate=False)
-    kept = trained(KeepTrainingState(), validate=True)
-    leaked = trained(validate=True)
+    alone = trained(_ResetWhereRowsJump(windows), validate=False)
+    kept = trained(StatefulResets(windows), validate=True)
+    leaked = trained(_ResetWhereRowsJump(windows), validate=True)
     assert windows == 10
     assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(alone, kept))
     assert not all(np.allclose(a, b, atol=1e-6) for a, b in zip(alone, leaked))
@@ -920,11 +938,12 @@ def test_memory_is_worth_more_to_a_stateful_lm_trained_on_batches_in_order():
     assert worth["in order"] > 0 and worth["in order"] > worth["shuffled"] + 0.3, worth
 
 
-def test_the_notebooks_keep_training_state_keeps_every_stateful_layer_gru_and_nested_models_too():
-    # A reader: KeepTrainingState used get_layer("lstm"), so it would not work on their model. It now walks the
+def test_the_notebooks_stateful_resets_keeps_every_stateful_layer_gru_and_nested_models_too():
+    # A reader: the callback used get_layer("lstm"), so it would not work on their model. It now walks the
     # model as reset_stateful_layers does: here a GRU inside a nested model and an LSTM not named "lstm".
-    KeepTrainingState = notebook_function("KeepTrainingState", "stateful_layers", "reset_stateful_layers")
-    inner = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)), keras.layers.GRU(5, return_sequences=True, stateful=True)])
+    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    inner = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)),
+                              keras.layers.GRU(5, return_sequences=True, stateful=True)])
     model = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)), inner,
                               keras.layers.LSTM(6, return_sequences=True, stateful=True, name="decoder")])
     layers = [inner.layers[0], model.get_layer("decoder")]
@@ -935,7 +954,7 @@ def test_the_notebooks_keep_training_state_keeps_every_stateful_layer_gru_and_ne
 
     model.predict_on_batch(x)                              # training's state: not zero
     training = values()
-    keep = KeepTrainingState()
+    keep = StatefulResets(windows_per_row=3)
     keep.set_model(model)
     keep.on_test_begin()
     assert len(training) == 3 and all(not np.any(v) for v in values())   # GRU h; LSTM h, c: all zeroed for validation
@@ -943,3 +962,58 @@ def test_the_notebooks_keep_training_state_keeps_every_stateful_layer_gru_and_ne
     assert not all(np.array_equal(a, b) for a, b in zip(training, values()))
     keep.on_test_end()
     assert all(np.array_equal(a, b) for a, b in zip(training, values()))   # every layer's state put back
+
+
+@pytest.mark.parametrize("epoch_size, steps_per_epoch, epochs", [(5, 3, 5), (4, 6, 2), (4, 4, 3), (3, 1, 7)])
+def test_the_notebooks_stateful_resets_resets_exactly_where_the_rows_jump_in_a_fresh_fit(epoch_size, steps_per_epoch,
+                                                                                         epochs):
+    # The notebook's callback counts the batches of a fit across Keras epochs: right whether a Keras epoch is shorter
+    # than a pass, longer, or exactly one pass (then it resets as each epoch starts).
+    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    model = exercises.stateful_model(2, 3)
+    zero = exercises.zero_state_batches(model, StatefulResets(epoch_size), epoch_size, steps_per_epoch, epochs)
+    assert zero == list(range(0, steps_per_epoch * epochs, epoch_size))
+
+
+def test_the_notebooks_stateful_resets_is_wrong_when_a_fit_resumes_which_is_exercise_2():
+    # Exercise 2 (a fit that resumes a run on the stream skipped to where it stopped) exists because the notebook's
+    # callback counts from the start of the fit: it resets 6 batches late here, and exercise 2's answer does not.
+    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    reset_callback = answer(NOTEBOOK, "reset_callback", {"batching": batching})
+    model = exercises.stateful_model(2, 3)
+    resumed = {"epoch_size": 5, "steps_per_epoch": 3, "epochs": 4, "initial_epoch": 2}  # its batch 0 is batch 6
+    ours = exercises.zero_state_batches(model, StatefulResets(5), **resumed)
+    right = exercises.zero_state_batches(model, reset_callback(5), **resumed)
+    assert right == [0, 4, 9] and ours == [0, 5, 10]
+
+
+def _generate(stateful_model, vocab_size, embedding, units, prompt, length, seed=0):
+    """docs/batching.md's sampling loop: a stateless copy of the stateful model's layers, given its weights, reads
+    the prompt (a batch of one, any length); sample the next id from the softmax, append it, read again."""
+    stateless = keras.Sequential([keras.Input(shape=(None,), dtype="int32"),
+                                  keras.layers.Embedding(vocab_size, embedding),
+                                  keras.layers.LSTM(units, return_sequences=True), keras.layers.Dense(vocab_size)])
+    stateless.set_weights(stateful_model.get_weights())
+    rng = np.random.default_rng(seed)
+    text = list(prompt)
+    for _ in range(length):
+        logits = stateless.predict_on_batch(np.array([text]))[0, -1].astype("float64")
+        p = np.exp(logits - logits.max())
+        text.append(int(rng.choice(len(p), p=p / p.sum())))
+    return text, stateless
+
+
+def test_the_docs_generation_loop_reads_a_prompt_of_any_length_with_the_stateful_models_weights():
+    # Text generation left the notebook (round 10) for docs/batching.md: a stateful model built for [8, 10] batches
+    # takes no batch of one, its stateless copy does, and computes what the stateful model computes on the same rows.
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input(batch_shape=(2, 5), dtype="int32"), keras.layers.Embedding(12, 4),
+                              keras.layers.LSTM(6, return_sequences=True, stateful=True), keras.layers.Dense(12)])
+    with pytest.raises(Exception):
+        model.predict_on_batch(np.zeros((1, 7), "int32"))
+    text, stateless = _generate(model, 12, 4, 6, prompt=[1, 2, 3], length=8)
+    assert len(text) == 11 and text[:3] == [1, 2, 3] and all(0 <= t < 12 for t in text)
+    rows = np.random.default_rng(1).integers(0, 12, size=(2, 10))
+    batching.reset_stateful(model)
+    pieces = np.concatenate([model.predict_on_batch(rows[:, :5]), model.predict_on_batch(rows[:, 5:])], axis=1)
+    assert np.abs(pieces - stateless.predict_on_batch(rows)).max() < 1e-5

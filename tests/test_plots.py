@@ -230,38 +230,45 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     layout = ptb_layout(70, batch_size=4, num_steps=5)
     fig = plots.ptb_grid(layout)
     ax = fig.axes[0]
-    labels = {t.get_text() for t in ax.texts}
-    assert {str(p) for p in range(68)} <= labels and not {"68", "69"} & labels  # the 4 x 17 grid, nothing beside it
-    assert ax.get_title() == "70 tokens in 4 rows of 17 (tokens 68–69 dropped), read 5 at a time"  # short
-    assert {"y\nonly", "never\nread"} <= labels  # the last two columns say what they are
+    labels = [t.get_text() for t in ax.texts]
+    assert {str(p) for p in range(70)} <= set(labels)  # the 4 x 17 grid and the 2 dropped tokens, all drawn
+    assert ax.get_title() == "70 tokens in 4 rows of 17, read 5 at a time"  # short; the dropped tokens are drawn
+    dropped = next(t for t in ax.texts if "dropped by the reshape" in t.get_text())
+    assert dropped.get_text() == "68–69 dropped by the reshape: too few for another row of 17"
+    assert dropped.get_position()[1] > 4  # under the last row, where the stream goes on
+    assert {"y\nonly", "never\nread"} <= set(labels)  # the last two columns say what they are
     headers = [t for t in ax.texts if t.get_text().startswith("x of batch ")]
-    assert len(headers) == 3 and all(t.get_position()[1] < -1 for t in headers)  # a band each, high above the grid
+    assert len(headers) == 3 and all(t.get_position()[1] < -0.3 for t in headers)  # a band each, above the grid
     assert [t.get_text() for t in headers] == [f"x of batch {k}: a [4, 5] tensor\ny = x shifted by one token"
-                                               for k in range(3)]  # one tensor each, and y for the whole batch;
-    # no "(and 3, 6, …)": the jump-back line under the grid says batch 3 is window 0 again
+                                               for k in range(3)]  # one tensor each, and y for the whole batch
     arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
-    carried = [a for a in arrows if a.arrow_patch.get_linestyle() != "solid"]  # dashed: state carried, gradient cut
+    in_grid = [a for a in arrows if a.xy[0] < 17]
+    carried = [a for a in in_grid if a.arrow_patch.get_linestyle() != "solid"]  # dashed: state carried, gradient cut
     assert sorted({round(a.xy[0] - 0.45) for a in carried}) == [5, 10] and len(carried) == 2 * 4
-    assert len(arrows) - len(carried) == 3 * 4 and all(a.xy[0] < 15 for a in arrows)  # one solid arrow per window
-    jump = next(t for t in ax.texts if t.get_text().startswith("after batch 2 the pass ends; batch 3 is window 0 of every"))
-    assert "reset the state" in jump.get_text() and jump.get_position()[1] > 4  # under the grid
-    assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side: the sentence says it
-    into_rows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] < 0.5]
-    assert sorted(a.xy[1] for a in into_rows) == [0.5, 1.5, 2.5, 3.5]  # the jump back reaches every row, not one
-    bracket = next(t for t in ax.texts if t.get_text() == "y of batch 0, row 0: tokens 1–5")
-    x, y = bracket.get_position()
-    assert -1 < y < 0 and 0 < x < 5  # over row 0, below the batch bands, centred over batch 0's columns
+    assert len(in_grid) - len(carried) == 3 * 4 and all(a.xy[0] < 15 for a in in_grid)  # one solid arrow per window
+    # the next pass: an arrow from the end of every row (not one row) into what it reads next, its own window 0
+    jumps = [a for a in arrows if a.xy[0] > 17]
+    assert sorted(a.xy[1] for a in jumps) == [0.5, 1.5, 2.5, 3.5] and all(a.xyann[0] > 16.9 for a in jumps)
+    assert {"0–4", "17–21", "34–38", "51–55"} <= set(labels)
+    assert "batch 3, next pass:\nwindow 0 again,\nreset the state" in labels
+    caption = next(t for t in ax.texts if t.get_text().startswith("after batch 2 the pass ends: every row jumps back"))
+    assert "reset" in caption.get_text() and caption.get_position()[1] > dropped.get_position()[1]  # under the grid
+    assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side
+    assert not any(text.startswith("y of batch 0") for text in labels)  # no bracket on row 0 only: the bands say y
     notes = [t for t in ax.texts if t.get_text() in ("y\nonly", "never\nread")]
-    assert len(notes) == 2 and all(t.get_position()[1] < -1 for t in notes)  # over their columns, at the bands' height,
-    assert len(ax.patches) == 4 * 17 + 3  # but no box: only the 68 tokens and the 3 batch bands are boxes
-    assert not any(p.get_linestyle() == "--" for p in ax.patches)  # no dashed box over the coloured windows
+    assert len(notes) == 2 and all(t.get_position()[1] < -0.3 for t in notes)  # over their columns, by the bands,
+    assert len(ax.patches) == 4 * 17 + 3 + 4 + 2  # but no box: the tokens, 3 batch bands, 4 next windows, 2 dropped
+    dashed = [p for p in ax.patches if p.get_linestyle() == "--"]
+    assert len(dashed) == 4 and all(p.get_x() > 17 for p in dashed)  # only the next pass's windows are dashed
     key = [t.get_text() for t in ax.get_legend().get_texts()]
     assert len(key) == 4 and any("only ever a target" in k for k in key) and "gradient is cut" in key[1]
     assert any(k.startswith("never read: too few tokens left") for k in key)  # says why, not only that
     assert not any(getattr(h, "get_hatch", lambda: None)() for h in ax.get_legend().legend_handles)  # no hatch:
     # the crossed-out cells have a single slash, and so does their key
-    assert "(token 68 dropped), read 5 at a time" in plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0].get_title()
-    assert "dropped" not in plots.ptb_grid(ptb_layout(68, 4, 5)).axes[0].get_title()
+    one = plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0]
+    assert any(t.get_text() == "68 dropped by the reshape: too few for another row of 17" for t in one.texts)
+    none = plots.ptb_grid(ptb_layout(68, 4, 5)).axes[0]
+    assert not any("dropped" in t.get_text() for t in none.texts) and "dropped" not in none.get_title()
     faces = {patch.get_facecolor()[:3] for patch in ax.patches}
     assert len(faces & {matplotlib.colors.to_rgb(c) for c in ("#d62728", "#2ca02c")}) < 2  # not red next to green
     with pytest.raises(ValueError, match="at most"):

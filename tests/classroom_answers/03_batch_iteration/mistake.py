@@ -14,9 +14,10 @@ def batch_positions(k, n_tokens, batch_size, num_steps):
 
 
 def reset_callback(epoch_size):
-    # resets where a Keras epoch starts
-    class EachEpoch(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            batching.reset_stateful(self.model)
+    # counts with Keras' `batch` argument, which starts again at 0 in every Keras epoch
+    class ByKerasBatch(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch % epoch_size == 0:
+                batching.reset_stateful(self.model)
 
-    return EachEpoch()
+    return ByKerasBatch()

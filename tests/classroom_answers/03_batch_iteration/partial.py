@@ -13,10 +13,15 @@ def batch_positions(k, n_tokens, batch_size, num_steps):
 
 
 def reset_callback(epoch_size):
-    # counts with Keras' `batch` argument, which starts again at 0 in every Keras epoch
-    class ByKerasBatch(keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch, logs=None):
-            if batch % epoch_size == 0:
-                batching.reset_stateful(self.model)
+    # the notebook's StatefulResets: counts the batches from the start of the fit, so a resumed fit resets
+    # in the wrong places (a fresh fit is right)
+    class FromTheFitsStart(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self.batches_seen = 0
 
-    return ByKerasBatch()
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.batches_seen % epoch_size == 0:
+                batching.reset_stateful(self.model)
+            self.batches_seen += 1
+
+    return FromTheFitsStart()
