@@ -233,46 +233,66 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     labels = [t.get_text() for t in ax.texts]
     assert {str(p) for p in range(70)} <= set(labels)  # the 4 x 17 grid and the 2 dropped tokens, all drawn
     assert ax.get_title() == "70 tokens in 4 rows of 17, read 5 at a time"  # short; the dropped tokens are drawn
-    dropped = next(t for t in ax.texts if "dropped by the reshape" in t.get_text())
-    assert dropped.get_text() == "68–69 dropped by the reshape: too few for another row of 17"
-    assert dropped.get_position()[1] > 4  # under the last row, where the stream goes on
-    assert {"y\nonly", "never\nread"} <= set(labels)  # the last two columns say what they are
-    headers = [t for t in ax.texts if t.get_text().startswith("x of batch ")]
-    assert len(headers) == 3 and all(t.get_position()[1] < -0.3 for t in headers)  # a band each, above the grid
-    assert [t.get_text() for t in headers] == [f"x of batch {k}: a [4, 5] tensor\ny = x shifted by one token"
-                                               for k in range(3)]  # one tensor each, and y for the whole batch
+    dropped = next(t for t in ax.texts if "dropped" in t.get_text())
+    assert dropped.get_text() == "68–69 dropped: too few for another row of 17"
+    assert dropped.get_position()[1] > 4 * 1.5  # under the last row (and its y strip), where the stream goes on
+    headers = [t for t in ax.texts if t.get_text().startswith("batch ") and "each" in t.get_text()]
+    assert [t.get_text() for t in headers] == [f"batch {k}: x and y, [4, 5] each" for k in range(3)]
+    assert all(t.get_position()[1] < -0.3 for t in headers)  # a band each, above the grid
+    # y is drawn: under every row, each batch's window again one token to the right (a reader: "y never drawn")
+    strips = [t.get_text() for t in ax.texts if t.get_text().startswith("y: ")]
+    assert len(strips) == 4 * 3 and strips[:3] == ["y: 1–5", "y: 6–10", "y: 11–15"] and "y: 62–66" in strips
     arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
     in_grid = [a for a in arrows if a.xy[0] < 17]
-    carried = [a for a in in_grid if a.arrow_patch.get_linestyle() != "solid"]  # dashed: state carried, gradient cut
-    assert sorted({round(a.xy[0] - 0.45) for a in carried}) == [5, 10] and len(carried) == 2 * 4
-    assert len(in_grid) - len(carried) == 3 * 4 and all(a.xy[0] < 15 for a in in_grid)  # one solid arrow per window
+    assert all(a.arrow_patch.get_linestyle() != "solid" for a in in_grid)  # only the state's arrows: dashed
+    assert sorted({round(a.xy[0] - 0.5) for a in in_grid}) == [5, 10] and len(in_grid) == 2 * 4
     # the next pass: an arrow from the end of every row (not one row) into what it reads next, its own window 0
     jumps = [a for a in arrows if a.xy[0] > 17]
-    assert sorted(a.xy[1] for a in jumps) == [0.5, 1.5, 2.5, 3.5] and all(a.xyann[0] > 16.9 for a in jumps)
+    assert sorted(a.xy[1] for a in jumps) == [0.5, 2.0, 3.5, 5.0] and all(a.xyann[0] > 16.9 for a in jumps)
     assert {"0–4", "17–21", "34–38", "51–55"} <= set(labels)
-    assert "batch 3, next pass:\nwindow 0 again,\nreset the state" in labels
-    caption = next(t for t in ax.texts if t.get_text().startswith("after batch 2 the pass ends: every row jumps back"))
-    assert "reset" in caption.get_text() and caption.get_position()[1] > dropped.get_position()[1]  # under the grid
+    assert "with repeat=True,\nbatch 3: window 0 again:\nreset the state" in labels  # says when it happens
     assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side
-    assert not any(text.startswith("y of batch 0") for text in labels)  # no bracket on row 0 only: the bands say y
-    notes = [t for t in ax.texts if t.get_text() in ("y\nonly", "never\nread")]
-    assert len(notes) == 2 and all(t.get_position()[1] < -0.3 for t in notes)  # over their columns, by the bands,
-    assert len(ax.patches) == 4 * 17 + 3 + 4 + 2  # but no box: the tokens, 3 batch bands, 4 next windows, 2 dropped
+    assert not any("never" in text or "only" in text for text in labels)  # fewer words: y drawn says it
+    # the tokens, 12 y strips, 3 batch bands, 4 next windows, 2 dropped tokens
+    assert len(ax.patches) == 4 * 17 + 4 * 3 + 3 + 4 + 2
     dashed = [p for p in ax.patches if p.get_linestyle() == "--"]
     assert len(dashed) == 4 and all(p.get_x() > 17 for p in dashed)  # only the next pass's windows are dashed
     key = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(key) == 4 and any("only ever a target" in k for k in key) and "gradient is cut" in key[1]
-    assert any(k.startswith("never read: too few tokens left") for k in key)  # says why, not only that
-    assert not any(getattr(h, "get_hatch", lambda: None)() for h in ax.get_legend().legend_handles)  # no hatch:
-    # the crossed-out cells have a single slash, and so does their key
+    assert key == ["the state, carried to the next batch (the gradient is not)"]  # one entry
+    crossed = [line for line in ax.lines if line.get_color() == "#999999"]
+    assert len(crossed) == 4 + 2  # token 16 of every row is never read; 68 and 69 are dropped
     one = plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0]
-    assert any(t.get_text() == "68 dropped by the reshape: too few for another row of 17" for t in one.texts)
+    assert any(t.get_text() == "68 dropped: too few for another row of 17" for t in one.texts)
     none = plots.ptb_grid(ptb_layout(68, 4, 5)).axes[0]
     assert not any("dropped" in t.get_text() for t in none.texts) and "dropped" not in none.get_title()
     faces = {patch.get_facecolor()[:3] for patch in ax.patches}
     assert len(faces & {matplotlib.colors.to_rgb(c) for c in ("#d62728", "#2ca02c")}) < 2  # not red next to green
     with pytest.raises(ValueError, match="at most"):
         plots.ptb_grid(ptb_layout(200, batch_size=2, num_steps=5))
+
+
+def test_reading_losses_draws_two_comparisons_side_by_side_with_every_value():
+    # A reader: the middle bar read as "a stateless model", and one chart mixed two comparisons. Now two panels,
+    # each comparing with the model as trained; the reset bar names the same stateful model.
+    import pytest
+
+    from helpers.plots.batching import reading_losses
+
+    losses = {"training text": {"carried": 1.33, "reset": 1.67, "shuffled": 1.79},
+              "held-out fables": {"carried": 1.83, "reset": 2.0, "shuffled": 2.08}}
+    fig = reading_losses(losses)
+    left, right = fig.axes
+    assert [left.get_title(), right.get_title()] == ["Carry the state, or reset it?", "Batches in order, or shuffled?"]
+    assert "same stateful model" in left.get_xticklabels()[1].get_text()
+    assert "shuffled" in right.get_xticklabels()[1].get_text()
+    heights = [[round(p.get_height(), 2) for p in ax.patches] for ax in fig.axes]
+    assert heights == [[1.33, 1.67, 1.83, 2.0], [1.33, 1.79, 1.83, 2.08]]
+    values = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert values == ["1.33", "1.67", "1.83", "2.00", "1.33", "1.79", "1.83", "2.08"]  # every bar labelled
+    assert left.get_ylim()[0] == 1 and "starts at 1" in left.get_ylabel()
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["training text", "held-out fables"]
+    with pytest.raises(ValueError, match="carried"):
+        reading_losses({"text": {"carried": 1.0, "reset": 2.0}})
 
 
 # --------------------------------------------------------------------------- 04 validation queues
