@@ -13,11 +13,11 @@ def batch_positions(k, n_tokens, batch_size, num_steps):
     return np.tile(row, (batch_size, 1))
 
 
-def reset_callback(epoch_size):
+def reset_callback(windows_per_row):
     # counts with Keras' `batch` argument, which starts again at 0 in every Keras epoch
     class ByKerasBatch(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
-            if batch % epoch_size == 0:
+            if batch % windows_per_row == 0:
                 batching.reset_stateful(self.model)
 
     return ByKerasBatch()
