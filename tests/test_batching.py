@@ -635,7 +635,7 @@ def hard_coded_layer(epoch_size):
 
 def the_notebooks_stateful_resets(epoch_size):
     # the notebook's StatefulResets (its reset after on_train_begin): right in a fresh fit, wrong when one resumes
-    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     return StatefulResets(epoch_size)
 
 
@@ -660,7 +660,7 @@ def test_reset_checker_rejects_the_student_stub():
      "before batch 1 of this fit, where every row continues"),
     (the_notebooks_stateful_resets, "skip\\(6\\).*counts the batches from the start of this fit.*before its batch 4"),
     (lambda e: counting_callback(lambda seen, batch, epoch, steps: (epoch * steps + batch) % 5 == 0),
-     "epoch_size=4.*not reset before batch 2 of this fit"),
+     "windows_per_row=4.*not reset before batch 2 of this fit"),
     (lambda e: counting_callback(lambda seen, batch, epoch, steps: (epoch * steps + batch + 1) % e == 0),
      "not reset before batch 5"),
     (hard_coded_layer, "raised AttributeError"),
@@ -670,7 +670,7 @@ def test_reset_checker_rejects_the_student_stub():
 def test_reset_checker_hints_in_one_line(wrong, hint):
     with pytest.raises(CheckFailed, match=hint) as info:
         exercises.check_reset_callback(wrong)
-    assert "\n" not in str(info.value) and "% epoch_size" not in str(info.value)
+    assert "\n" not in str(info.value) and "% windows_per_row" not in str(info.value)
     assert "params" not in str(info.value) and "* steps" not in str(info.value)  # the rule is not given away
 
 
@@ -706,6 +706,10 @@ def notebook_function(name, *needs):
         assert len({ast.dump(ast.parse(d)) for d in definitions}) == 1, f"{path.name}: {wanted} defined differently"
         exec(compile(definitions[0], f"{NOTEBOOK}:{wanted}", "exec"), scope)  # noqa: S102 - our own notebook
     return scope[name]
+
+
+# the notebook's functions StatefulResets calls, defined in the cell before it
+_STATEFUL_HELPERS = ("stateful_layers", "reset_stateful_layers", "state_variables")
 
 
 @pytest.mark.parametrize("n_tokens, batch_size, num_steps", [
@@ -769,7 +773,7 @@ def _named_lstm_model(batch_size=2, num_steps=3):
 def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_callback_resets_it():
     # The notebook's StatefulResets resets in on_test_begin: Keras' validation inside fit reads and writes the
     # same state as training, so without that reset it starts from the state the last training batch left.
-    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     ids = np.random.default_rng(0).integers(0, 20, size=80)
     train, valid = batching.ptb_batches(ids[:60], 2, 3), batching.ptb_batches(ids[60:], 2, 3)
 
@@ -865,7 +869,7 @@ def test_validation_in_the_middle_of_a_pass_keeps_the_training_state_only_when_t
     # Keras epochs of 4 batches over passes of 10 windows, validated after every Keras epoch: with the state kept
     # (the notebook's StatefulResets), training ends with the weights of the same training without validation;
     # with a reset where the rows jump and nothing else, validation's state leaks into the next training batch.
-    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     ids = np.random.default_rng(1).integers(0, 20, size=100)
     train = batching.ptb_batches(ids[:64], 2, 3, repeat=True)   # 32 tokens per row: 10 windows per row
     valid = batching.ptb_batches(ids[64:], 2, 3)
@@ -941,7 +945,7 @@ def test_memory_is_worth_more_to_a_stateful_lm_trained_on_batches_in_order():
 def test_the_notebooks_stateful_resets_keeps_every_stateful_layer_gru_and_nested_models_too():
     # A reader: the callback used get_layer("lstm"), so it would not work on their model. It now walks the
     # model as reset_stateful_layers does: here a GRU inside a nested model and an LSTM not named "lstm".
-    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     inner = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)),
                               keras.layers.GRU(5, return_sequences=True, stateful=True)])
     model = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)), inner,
@@ -969,7 +973,7 @@ def test_the_notebooks_stateful_resets_resets_exactly_where_the_rows_jump_in_a_f
                                                                                          epochs):
     # The notebook's callback counts the batches of a fit across Keras epochs: right whether a Keras epoch is shorter
     # than a pass, longer, or exactly one pass (then it resets as each epoch starts).
-    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     model = exercises.stateful_model(2, 3)
     zero = exercises.zero_state_batches(model, StatefulResets(epoch_size), epoch_size, steps_per_epoch, epochs)
     assert zero == list(range(0, steps_per_epoch * epochs, epoch_size))
@@ -978,42 +982,137 @@ def test_the_notebooks_stateful_resets_resets_exactly_where_the_rows_jump_in_a_f
 def test_the_notebooks_stateful_resets_is_wrong_when_a_fit_resumes_which_is_exercise_2():
     # Exercise 2 (a fit that resumes a run on the stream skipped to where it stopped) exists because the notebook's
     # callback counts from the start of the fit: it resets 6 batches late here, and exercise 2's answer does not.
-    StatefulResets = notebook_function("StatefulResets", "stateful_layers", "reset_stateful_layers")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     reset_callback = answer(NOTEBOOK, "reset_callback", {"batching": batching})
     model = exercises.stateful_model(2, 3)
-    resumed = {"epoch_size": 5, "steps_per_epoch": 3, "epochs": 4, "initial_epoch": 2}  # its batch 0 is batch 6
+    resumed = {"windows_per_row": 5, "steps_per_epoch": 3, "epochs": 4, "initial_epoch": 2}  # its batch 0 is batch 6
     ours = exercises.zero_state_batches(model, StatefulResets(5), **resumed)
     right = exercises.zero_state_batches(model, reset_callback(5), **resumed)
     assert right == [0, 4, 9] and ours == [0, 5, 10]
 
 
-def _generate(stateful_model, vocab_size, embedding, units, prompt, length, seed=0):
-    """docs/batching.md's sampling loop: a stateless copy of the stateful model's layers, given its weights, reads
-    the prompt (a batch of one, any length); sample the next id from the softmax, append it, read again."""
-    stateless = keras.Sequential([keras.Input(shape=(None,), dtype="int32"),
-                                  keras.layers.Embedding(vocab_size, embedding),
-                                  keras.layers.LSTM(units, return_sequences=True), keras.layers.Dense(vocab_size)])
-    stateless.set_weights(stateful_model.get_weights())
+def _generate(stateful_model, vocab_size, embedding, units, prompt, length, one_row_at_a_time=True, seed=0):
+    """docs/batching.md's sampling loop: the stateful model's layers built for one row of any length, given its
+    weights, read the prompt once, then only each sampled id. With ``one_row_at_a_time=False``, the loop the page
+    held until round 10: a stateless copy re-reads the whole text at every step."""
+    stateful = one_row_at_a_time
+    copy = keras.Sequential([keras.Input(batch_shape=(1, None), dtype="int32"),
+                             keras.layers.Embedding(vocab_size, embedding),
+                             keras.layers.LSTM(units, return_sequences=True, stateful=stateful),
+                             keras.layers.Dense(vocab_size)])
+    copy.set_weights(stateful_model.get_weights())
+    if stateful:
+        batching.reset_stateful(copy)
     rng = np.random.default_rng(seed)
     text = list(prompt)
+    logits = copy.predict_on_batch(np.array([text]))[0, -1]
     for _ in range(length):
-        logits = stateless.predict_on_batch(np.array([text]))[0, -1].astype("float64")
-        p = np.exp(logits - logits.max())
+        p = np.exp(logits.astype("float64") - logits.max())
         text.append(int(rng.choice(len(p), p=p / p.sum())))
-    return text, stateless
+        logits = copy.predict_on_batch(np.array([text[-1:] if stateful else text]))[0, -1]
+    return text
 
 
-def test_the_docs_generation_loop_reads_a_prompt_of_any_length_with_the_stateful_models_weights():
-    # Text generation left the notebook (round 10) for docs/batching.md: a stateful model built for [8, 10] batches
-    # takes no batch of one, its stateless copy does, and computes what the stateful model computes on the same rows.
+def test_the_docs_generation_loop_reads_a_prompt_once_then_one_character_at_a_time():
+    # Text generation left the notebook (round 10) for docs/batching.md: a stateful model built for [2, 5] batches
+    # takes no batch of one; its layers built for one row, fed the prompt once and then each sampled id, sample
+    # exactly what a stateless copy re-reading the whole text at every step samples.
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input(batch_shape=(2, 5), dtype="int32"), keras.layers.Embedding(12, 4),
                               keras.layers.LSTM(6, return_sequences=True, stateful=True), keras.layers.Dense(12)])
     with pytest.raises(Exception):
         model.predict_on_batch(np.zeros((1, 7), "int32"))
-    text, stateless = _generate(model, 12, 4, 6, prompt=[1, 2, 3], length=8)
-    assert len(text) == 11 and text[:3] == [1, 2, 3] and all(0 <= t < 12 for t in text)
-    rows = np.random.default_rng(1).integers(0, 12, size=(2, 10))
-    batching.reset_stateful(model)
-    pieces = np.concatenate([model.predict_on_batch(rows[:, :5]), model.predict_on_batch(rows[:, 5:])], axis=1)
-    assert np.abs(pieces - stateless.predict_on_batch(rows)).max() < 1e-5
+    text = _generate(model, 12, 4, 6, prompt=[1, 2, 3], length=12)
+    assert len(text) == 15 and text[:3] == [1, 2, 3] and all(0 <= t < 12 for t in text)
+    assert text == _generate(model, 12, 4, 6, prompt=[1, 2, 3], length=12, one_row_at_a_time=False)
+
+
+# --------------------------------------------------------------------------- round 11: your own series, one row at a time
+
+
+@pytest.mark.parametrize("n, features, batch_size, num_steps", [(4000, 3, 8, 20), (103, 2, 4, 5), (50, 1, 1, 7),
+                                                                (64, 3, 8, 8)])
+def test_the_notebooks_series_dataset_cuts_x_and_its_own_y_into_rows_that_continue(n, features, batch_size,
+                                                                                    num_steps):
+    # The notebook's series_dataset: ptb_dataset's layout for x [N, features] with its own targets y [N, 1] (not x
+    # shifted). Each feature of step t holds t (times 1, 2, ...) and y holds -t, so a value says where it sits.
+    series_dataset = notebook_function("series_dataset")
+    t = np.arange(n, dtype="float32")
+    x = t[:, None] * np.arange(1, features + 1, dtype="float32")
+    y = -t[:, None]
+    batches = [(bx.numpy(), by.numpy()) for bx, by in series_dataset(x, y, batch_size, num_steps)]
+    row_len = n // batch_size
+    assert len(batches) == row_len // num_steps  # y is its own array: the last window needs no extra step
+    for k, (bx, by) in enumerate(batches):
+        assert bx.shape == (batch_size, num_steps, features) and by.shape == (batch_size, num_steps, 1)
+        expected = np.arange(batch_size)[:, None] * row_len + k * num_steps + np.arange(num_steps)  # row s, window k
+        np.testing.assert_array_equal(bx[..., 0], expected)
+        np.testing.assert_array_equal(bx[..., -1], expected * features)  # every feature of the same steps
+        np.testing.assert_array_equal(by[..., 0], -expected)  # y: the same steps as x, not one later
+    one_feature = [bx.numpy() for bx, _ in series_dataset(t, -t, batch_size, num_steps)]  # [N] works too
+    np.testing.assert_array_equal(np.stack(one_feature), np.stack([bx[..., 0] for bx, _ in batches]))
+
+
+def test_the_notebooks_one_row_copy_fed_step_by_step_computes_what_the_stateful_model_computes_on_its_batches():
+    # The notebook's prediction cell: room_model's layers built for one row of any length, given the weights of the
+    # model trained on [batch_size, num_steps] batches, reset, fed one step at a time. Row 1 of two consecutive
+    # batches read by the batched model, the whole row at once and the row step by step all give the same outputs
+    # (the check Proof 1 printed until round 10); reset before every step, they do not.
+    room_model = notebook_function("room_model")
+    reset_stateful_layers = notebook_function("reset_stateful_layers", "stateful_layers")
+    keras.utils.set_random_seed(0)
+    batched = room_model((2, 4, 3))
+    online = room_model((1, None, 3))
+    online.set_weights(batched.get_weights())
+    rows = np.random.default_rng(0).normal(size=(2, 8, 3)).astype("float32")
+    reset_stateful_layers(batched)
+    by_batches = np.concatenate([batched.predict_on_batch(rows[:, :4]), batched.predict_on_batch(rows[:, 4:])], 1)
+    reset_stateful_layers(online)
+    at_once = online.predict_on_batch(rows[1:2])
+    steps, reset_each = [], []
+    for reset_every_step, outputs in [(False, steps), (True, reset_each)]:
+        reset_stateful_layers(online)
+        for t in range(8):
+            if reset_every_step:
+                reset_stateful_layers(online)
+            outputs.append(online.predict_on_batch(rows[1:2, t:t + 1])[0, 0])
+    assert np.abs(by_batches[1] - at_once[0]).max() < 1e-5
+    assert np.abs(np.array(steps) - at_once[0]).max() < 1e-5
+    assert np.abs(np.array(reset_each) - at_once[0]).max() > 1e-3
+
+
+def test_the_notebooks_callback_puts_the_state_back_after_evaluate_and_after_fits_validation():
+    # Proof 2 calls evaluate with the callback, because fit validates that way (with its callbacks). Here both: after
+    # evaluate, and inside fit (a probe listed first reads the state as validation starts and when the epoch ends,
+    # after validation), the state equals training's; the notebook's ForgetsTrainingState leaves validation's state.
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    state_variables = notebook_function("state_variables", "stateful_layers")
+
+    class ForgetsTrainingState(StatefulResets):
+        def on_test_end(self, logs=None):
+            pass
+
+    class Probe(keras.callbacks.Callback):
+        def on_test_begin(self, logs=None):
+            self.before = [state.numpy() for state in state_variables(self.model)]
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.after = [state.numpy() for state in state_variables(self.model)]
+
+    def same(first, second):
+        return all(np.array_equal(a, b) for a, b in zip(first, second))
+
+    ids = np.random.default_rng(2).integers(0, 20, size=100)
+    train = batching.ptb_batches(ids[:64], 2, 3, repeat=True)
+    valid = batching.ptb_batches(ids[64:], 2, 3)
+    for callback_class, kept in [(StatefulResets, True), (ForgetsTrainingState, False)]:
+        model = _named_lstm_model()
+        model.predict_on_batch(np.ones((2, 3), "int32"))  # a training state that is not zero
+        before = [state.numpy() for state in state_variables(model)]
+        model.evaluate(valid, callbacks=[callback_class(10)], verbose=0)
+        assert same(before, [state.numpy() for state in state_variables(model)]) == kept
+        probe = Probe()
+        model.fit(train, steps_per_epoch=4, epochs=1, validation_data=valid, shuffle=False, verbose=0,
+                  callbacks=[probe, callback_class(10)])
+        assert any(np.abs(v).max() > 0 for v in probe.before)
+        assert same(probe.before, probe.after) == kept
