@@ -1116,3 +1116,160 @@ def test_the_notebooks_callback_puts_the_state_back_after_evaluate_and_after_fit
                   callbacks=[probe, callback_class(10)])
         assert any(np.abs(v).max() > 0 for v in probe.before)
         assert same(probe.before, probe.after) == kept
+
+
+# --------------------------------------------------------------------------- round 12: windows_per_row, the room helper
+
+
+def _notebook_code_lines(prefix):
+    """The lines of the notebook's code cells that start (unindented) with ``prefix``, comments removed."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    found = [line.split("#")[0].strip() for cell in cells for line in cell.splitlines() if line.startswith(prefix)]
+    return found, cells
+
+
+def test_the_notebooks_windows_per_row_lines_count_one_pass_without_len_of_a_dataset():
+    # A reader (round 11): the notebook gave StatefulResets len(train_batches) and then advised repeat=True with
+    # steps_per_epoch=K, where len() raises TypeError ("The dataset is infinite"). The notebook now computes
+    # windows_per_row from the data's length, one line per dataset function; each line counts one pass.
+    ptb_dataset = notebook_function("ptb_dataset")
+    series_dataset = notebook_function("series_dataset")
+    lines, cells = _notebook_code_lines("windows_per_row = ")
+    assert len(lines) == 2, lines
+    text_line = next(line for line in lines if "train_ids" in line)
+    series_line = next(line for line in lines if "len(x)" in line)
+    assert not any("StatefulResets(len(" in cell or "ForgetsTrainingState(len(" in cell for cell in cells)
+    for n, batch_size, num_steps in [(70, 4, 5), (1000, 8, 10), (97, 3, 7), (31, 1, 29), (3200, 8, 10)]:
+        scope = {"train_ids": np.arange(n), "BATCH_SIZE": batch_size, "NUM_STEPS": num_steps}
+        exec(text_line, scope)  # noqa: S102 - our own notebook's line
+        assert scope["windows_per_row"] == len(ptb_dataset(np.arange(n), batch_size, num_steps))
+        x, y = np.zeros((n, 3), "float32"), np.zeros((n, 1), "float32")
+        scope = {"x": x, "BATCH_SIZE": batch_size, "NUM_STEPS": num_steps}
+        exec(series_line, scope)  # noqa: S102
+        assert scope["windows_per_row"] == len(series_dataset(x, y, batch_size, num_steps))
+    with pytest.raises(TypeError, match="infinite"):
+        len(ptb_dataset(np.arange(70), 4, 5, repeat=True))  # the trap: what the old line would have met
+
+
+@pytest.mark.parametrize("steps_per_epoch", [2, 3, 5])
+def test_the_notebooks_callback_on_a_repeated_dataset_with_steps_per_epoch_resets_only_where_the_rows_jump(
+        steps_per_epoch):
+    # The notebook's recipe, variant 2: fit(dataset.repeat(), steps_per_epoch=K, validation_data=...) with
+    # StatefulResets(windows_per_row), windows_per_row from the notebook's line. The state is zero exactly before the
+    # batches that start a row again (read from the data: x[:, 0] is each row's first token), and between any other
+    # two batches nothing changes it, validation included (here after every K batches, mid-pass when K < 3).
+    ptb_dataset = notebook_function("ptb_dataset")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    state_variables = notebook_function("state_variables", "stateful_layers")
+    lines, _ = _notebook_code_lines("windows_per_row = ")
+    scope = {"train_ids": np.arange(70), "BATCH_SIZE": 4, "NUM_STEPS": 5}
+    exec(next(line for line in lines if "train_ids" in line), scope)  # noqa: S102
+    windows_per_row = scope["windows_per_row"]
+    assert windows_per_row == 3
+    epochs = 4
+    total = steps_per_epoch * epochs
+    repeated = ptb_dataset(np.arange(70), 4, 5, repeat=True)
+    row_starts = [g for g, (x, _) in enumerate(repeated.take(total)) if np.array_equal(x[:, 0], np.arange(4) * 17)]
+    assert row_starts == list(range(0, total, windows_per_row))
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input(batch_shape=(4, 5), dtype="int32"), keras.layers.Embedding(80, 4),
+                              keras.layers.LSTM(6, return_sequences=True, stateful=True), keras.layers.Dense(80)])
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.predict_on_batch(np.ones((4, 5), "int32"))  # a state that is not zero before the fit
+
+    class Probe(keras.callbacks.Callback):  # listed after StatefulResets: sees the state each batch starts from
+        seen, zero, changed, last = 0, [], [], None
+
+        def on_train_batch_begin(self, batch, logs=None):
+            now = [state.numpy() for state in state_variables(self.model)]
+            if all(not np.any(v) for v in now):
+                self.zero.append(self.seen)
+            elif self.last is not None and not all(np.array_equal(a, b) for a, b in zip(now, self.last)):
+                self.changed.append(self.seen)
+            self.seen += 1
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.last = [state.numpy() for state in state_variables(self.model)]
+
+    probe = Probe()
+    valid = ptb_dataset(np.arange(70, 150) % 80, 4, 5)
+    history = model.fit(repeated, steps_per_epoch=steps_per_epoch, epochs=epochs, validation_data=valid,
+                        callbacks=[StatefulResets(windows_per_row), probe], shuffle=False, verbose=0)
+    assert len(history.history["val_loss"]) == epochs  # validated after every Keras epoch of K batches
+    assert probe.zero == row_starts and probe.changed == []
+
+
+def test_room_series_is_a_first_order_lag_of_its_readings_and_the_same_for_the_same_seed():
+    # The notebook's simulated room left the notebook for this helper (round 12): the same series as before.
+    x, y = batching.room_series()
+    assert x.shape == (4000, 3) and y.shape == (4000, 1) and x.dtype == y.dtype == np.float32
+    outside, heater, window = x[:, 0].astype("float64"), x[:, 1], x[:, 2]
+    assert set(np.unique(heater)) == {0.0, 1.0} and set(np.unique(window)) == {0.0, 1.0}
+    assert np.all(heater.reshape(-1, 40) == heater.reshape(-1, 40)[:, :1])  # on or off for 40 minutes at a time
+    assert np.all(window.reshape(-1, 25) == window.reshape(-1, 25)[:, :1])  # open or shut for 25 minutes
+    room = y[:, 0].astype("float64")
+    leak = np.where(window[1:] == 1, 0.3, 0.1)
+    step = leak * (outside[1:] - room[:-1]) + 0.05 * heater[1:]
+    assert y[0, 0] == 0 and np.abs(room[1:] - room[:-1] - step).max() < 1e-5  # float32 rounding only
+    assert round(float(y[3200:3300].var()), 3) == 0.094  # the variance the notebook quotes
+    again, same = batching.room_series()
+    assert np.array_equal(again, x) and np.array_equal(same, y)
+    other, _ = batching.room_series(seed=1)
+    assert not np.array_equal(other, x)
+    short_x, short_y = batching.room_series(57)  # any length: the last on/off run cut short
+    assert short_x.shape == (57, 3) and short_y.shape == (57, 1)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"n_minutes": 1}, ValueError, "n_minutes must be >= 2"),
+    ({"n_minutes": 100.0}, TypeError, "n_minutes must be an int"),
+    ({"seed": -1}, ValueError, "seed must be >= 0"),
+    ({"seed": "0"}, TypeError, "seed must be an int"),
+])
+def test_room_series_bad_inputs_name_the_argument(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        batching.room_series(**kwargs)
+
+
+def _docs_block(heading):
+    """The first ```python block under ``heading`` in docs/batching.md."""
+    from tests.notebook_answers import ROOT
+
+    text = (ROOT / "docs" / "batching.md").read_text(encoding="utf-8")
+    section = text[text.index(heading):]
+    return section[section.index("```python\n") + 10:section.index("\n```", section.index("```python\n"))]
+
+
+def test_the_docs_gradienttape_loop_validates_mid_pass_without_changing_training(capsys):
+    # The GradientTape copy left the notebook in round 12 for docs/batching.md. Run on a small room series with the
+    # notebook's functions: it prints loss and val_loss after every 20 batches, and its weights equal those of the
+    # same loop without validation (training goes on from its own state); without the restore, they differ.
+    code = _docs_block("## A GradientTape loop")
+    assert "if k % 20 == 19:" in code and "state.assign(value)" in code
+    series_dataset = notebook_function("series_dataset")
+    room_model = notebook_function("room_model")
+    features, temperature = batching.room_series(400)
+    needs = {"np": np, "tf": tf, "keras": keras, "room_model": room_model, "BATCH_SIZE": 2, "NUM_STEPS": 5,
+             "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers"),
+             "state_variables": notebook_function("state_variables", "stateful_layers"),
+             "train": series_dataset(features[:320], temperature[:320], 2, 5),
+             "val": series_dataset(features[320:], temperature[320:], 2, 5), "windows_per_row": 32}
+
+    def weights_after(source):
+        scope = dict(needs)
+        exec(compile(source, "docs/batching.md", "exec"), scope)  # noqa: S102 - our own docs
+        return [w.copy() for w in scope["looped"].get_weights()]
+
+    validated = weights_after(code)
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in printed] == ["after batch 19", "after batch 39", "after batch 59"]
+    assert all("val_loss" in line for line in printed)
+    unvalidated = weights_after(code.replace("if k % 20 == 19:", "if False:"))
+    forgetting = weights_after(code.replace("state.assign(value)", "pass"))
+    assert all(np.array_equal(a, b) for a, b in zip(validated, unvalidated))
+    assert not all(np.array_equal(a, b) for a, b in zip(validated, forgetting))

@@ -245,24 +245,32 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
     in_grid = [a for a in arrows if a.xy[0] < 17]
     assert all(a.arrow_patch.get_linestyle() != "solid" for a in in_grid)  # only the state's arrows: dashed
-    assert sorted({round(a.xy[0] - 0.5) for a in in_grid}) == [5, 10] and len(in_grid) == 2 * 4
+    assert sorted({round((a.xy[0] + a.xyann[0]) / 2) for a in in_grid}) == [5, 10] and len(in_grid) == 2 * 4
+    assert all(a.xy[0] - a.xyann[0] > 1.5 for a in in_grid)  # a reader: "small, on cell borders, easy to miss"
     # the next pass: an arrow from the end of every row (not one row) into what it reads next, its own window 0
     jumps = [a for a in arrows if a.xy[0] > 17]
     assert sorted(a.xy[1] for a in jumps) == [0.5, 2.0, 3.5, 5.0] and all(a.xyann[0] > 16.9 for a in jumps)
     assert {"0–4", "17–21", "34–38", "51–55"} <= set(labels)
     assert "with repeat=True,\nbatch 3: window 0 again:\nreset the state" in labels  # says when it happens
     assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side
-    assert not any("never" in text or "only" in text for text in labels)  # fewer words: y drawn says it
+    assert not any("never" in text or "only" in text for text in labels)  # in the grid: fewer words, the legend says
     # the tokens, 12 y strips, 3 batch bands, 4 next windows, 2 dropped tokens
     assert len(ax.patches) == 4 * 17 + 4 * 3 + 3 + 4 + 2
     dashed = [p for p in ax.patches if p.get_linestyle() == "--"]
     assert len(dashed) == 4 and all(p.get_x() > 17 for p in dashed)  # only the next pass's windows are dashed
     key = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert key == ["the state, carried to the next batch (the gradient is not)"]  # one entry
+    # a reader: the struck-through last column had no caption, and token 15 was white with no key
+    assert key == ["the state, carried to the next batch (the gradient is not)",
+                   "15, 32, 49, 66: white, a target only (the last y of each row)",
+                   "16, 33, 50, 67: crossed out, never read (too few for another window)"]
     crossed = [line for line in ax.lines if line.get_color() == "#999999"]
     assert len(crossed) == 4 + 2  # token 16 of every row is never read; 68 and 69 are dropped
     one = plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0]
     assert any(t.get_text() == "68 dropped: too few for another row of 17" for t in one.texts)
+    full = plots.ptb_grid(ptb_layout(64, 4, 5)).axes[0]  # rows of 16: every token read, no "never read" key
+    assert [t.get_text()[:14] for t in full.get_legend().get_texts()][1:] == ["15, 31, 47, 63"]
+    many = plots.ptb_grid(ptb_layout(80, 4, 5)).axes[0]  # rows of 20, 3 windows: 15 only a target, 16-19 unread
+    assert many.get_legend().get_texts()[2].get_text().startswith("16, 17, 18, 19, ...: crossed out")
     none = plots.ptb_grid(ptb_layout(68, 4, 5)).axes[0]
     assert not any("dropped" in t.get_text() for t in none.texts) and "dropped" not in none.get_title()
     faces = {patch.get_facecolor()[:3] for patch in ax.patches}
@@ -271,28 +279,25 @@ def test_ptb_grid_draws_every_token_of_a_layout():
         plots.ptb_grid(ptb_layout(200, batch_size=2, num_steps=5))
 
 
-def test_reading_losses_draws_two_comparisons_side_by_side_with_every_value():
-    # A reader: the middle bar read as "a stateless model", and one chart mixed two comparisons. Now two panels,
-    # each comparing with the model as trained; the reset bar names the same stateful model.
+def test_reading_losses_draws_the_three_ways_once_each_from_zero_with_every_value():
+    # Readers: the middle bar read as "a stateless model"; then two panels repeated the "as trained" pair and made
+    # "shuffled is worse than reset" a comparison across panels, on an axis starting at 1. Now one panel, each way
+    # once, from 0.
     import pytest
-
-    from helpers.plots.batching import reading_losses
 
     losses = {"training text": {"carried": 1.33, "reset": 1.67, "shuffled": 1.79},
               "held-out fables": {"carried": 1.83, "reset": 2.0, "shuffled": 2.08}}
-    fig = reading_losses(losses)
-    left, right = fig.axes
-    assert [left.get_title(), right.get_title()] == ["Carry the state, or reset it?", "Batches in order, or shuffled?"]
-    assert "same stateful model" in left.get_xticklabels()[1].get_text()
-    assert "shuffled" in right.get_xticklabels()[1].get_text()
-    heights = [[round(p.get_height(), 2) for p in ax.patches] for ax in fig.axes]
-    assert heights == [[1.33, 1.67, 1.83, 2.0], [1.33, 1.79, 1.83, 2.08]]
-    values = [t.get_text() for ax in fig.axes for t in ax.texts]
-    assert values == ["1.33", "1.67", "1.83", "2.00", "1.33", "1.79", "1.83", "2.08"]  # every bar labelled
-    assert left.get_ylim()[0] == 1 and "starts at 1" in left.get_ylabel()
-    assert [t.get_text() for t in left.get_legend().get_texts()] == ["training text", "held-out fables"]
+    fig = plots.reading_losses(losses)
+    (ax,) = fig.axes
+    ticks = [label.get_text() for label in ax.get_xticklabels()]
+    assert ticks == ["in order, state carried\n(as trained)", "in order, state reset\nbefore every batch",
+                     "shuffled order,\nstate carried"]
+    assert [round(p.get_height(), 2) for p in ax.patches] == [1.33, 1.67, 1.79, 1.83, 2.0, 2.08]
+    assert [t.get_text() for t in ax.texts] == ["1.33", "1.67", "1.79", "1.83", "2.00", "2.08"]  # every bar labelled
+    assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] > 2.08
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["training text", "held-out fables"]
     with pytest.raises(ValueError, match="carried"):
-        reading_losses({"text": {"carried": 1.0, "reset": 2.0}})
+        plots.reading_losses({"text": {"carried": 1.0, "reset": 2.0}})
 
 
 # --------------------------------------------------------------------------- 04 validation queues

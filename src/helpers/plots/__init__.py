@@ -9,9 +9,10 @@ from helpers.plots._style import COLORS, apply_style, new_figure
 from helpers.plots.decoupling import held_vs_leaky
 from helpers.plots.accumulation import accumulation_memory, accumulation_windows
 from helpers.plots.batching import ptb_grid
+from helpers.plots.batching import reading_losses
 from helpers.plots.validation import validation_curve, validation_passes
 from helpers.plots.snapshots import snapshot_lag, snapshot_step_order
 
 __all__ = ["COLORS", "apply_style", "new_figure", "held_vs_leaky", "accumulation_memory",
-           "accumulation_windows", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag",
-           "snapshot_step_order"]
+           "accumulation_windows", "ptb_grid", "reading_losses", "validation_curve", "validation_passes",
+           "snapshot_lag", "snapshot_step_order"]

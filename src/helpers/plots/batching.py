@@ -1,6 +1,4 @@
-"""Notebook 03's figures (03 batch iteration); :mod:`helpers.plots` re-exports :func:`ptb_grid`.
-
-:func:`reading_losses` is reached as ``helpers.plots.batching.reading_losses``."""
+"""Notebook 03's figures (03 batch iteration); :mod:`helpers.plots` re-exports both."""
 
 from __future__ import annotations
 
@@ -17,9 +15,15 @@ __all__ = ["ptb_grid", "reading_losses"]
 _BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"),
                  ("#CC79A7", "black"), ("#56B4E9", "black"), ("#D55E00", "white"))
 # the state carried from one batch to the next (the gradient does not follow it back)
-_CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 2.2, "linestyle": (0, (2, 1.5)),
-                "mutation_scale": 18}
+_CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 3.2, "linestyle": (0, (2, 1.2)),
+                "mutation_scale": 28}
+_CARRY_REACH = 0.85  # the state arrow starts and ends this far (in cells) from the boundary between windows
 _PITCH = 1.5  # a row of tokens (height 1) and, under it, the strip of its targets y
+
+
+def _listed(tokens: list[str]) -> str:
+    """Tokens as a short list: at most five, then an ellipsis."""
+    return ", ".join(tokens) if len(tokens) <= 5 else ", ".join(tokens[:4]) + ", ..."
 
 
 def ptb_grid(layout: Any) -> Any:
@@ -28,10 +32,11 @@ def ptb_grid(layout: Any) -> Any:
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
     with at most 6 batches per pass. A cell holds the token's position in the stream, coloured by the
     batch whose ``x`` reads it. Under every row a strip draws ``y``: each batch's window again, in its
-    colour, one token to the right (so the column after the last window is a target only). A band over
-    each column of windows names its batch. A dashed arrow crosses each boundary between windows: the
-    state carried to the next batch (the legend's one entry). Tokens never read are crossed out; the
-    tokens the reshape drops are drawn under the last row, where the stream goes on. Right of the grid,
+    colour, one token to the right (so the column after the last window is a target only: white). A band
+    over each column of windows names its batch. A thick dashed arrow crosses each boundary between
+    windows: the state carried to the next batch. Tokens never read are crossed out; the tokens the
+    reshape drops are drawn under the last row, where the stream goes on. The legend names the arrow,
+    the white column and the crossed-out one, with their tokens. Right of the grid,
     dashed boxes in batch 0's colour show what every row reads next with ``repeat=True``: its own first
     window again, where the state must be reset. Colours are colour-blind safe.
 
@@ -41,7 +46,25 @@ def ptb_grid(layout: Any) -> Any:
     """
     import matplotlib.pyplot as plt
     from matplotlib import patheffects
+    from matplotlib.legend_handler import HandlerBase
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    class Cell(HandlerBase):  # a legend key drawn like a cell of the grid: a white square, crossed out or not
+        def __init__(self, crossed: bool) -> None:
+            super().__init__()
+            self.crossed = crossed
+
+        def create_artists(self, legend, orig_handle, xdescent, ydescent, width, height, fontsize, trans):
+            side = height * 1.5
+            left, bottom = -xdescent + (width - side) / 2, -ydescent + (height - side) / 2
+            artists = [Rectangle((left, bottom), side, side, facecolor="white", edgecolor="black", linewidth=0.8,
+                                 transform=trans)]
+            if self.crossed:
+                xs = [left + 0.1 * side, left + 0.9 * side]
+                ys = [bottom + 0.1 * side, bottom + 0.9 * side]
+                artists.append(Line2D(xs, ys, color="#999999", linewidth=1, transform=trans))
+            return artists
 
     b, n, length, passes = layout.batch_size, layout.num_steps, layout.batch_len, layout.epoch_size
     if passes > len(_BATCH_COLORS):
@@ -73,9 +96,10 @@ def ptb_grid(layout: Any) -> Any:
             box(k * n + 1.05, top + 1.06, n - 0.1, 0.3, face, "black", f"y: {first}–{first + n - 1}", size=8,
                 alpha=0.6)
             if k + 1 < passes:  # to the next batch: the state is carried over, the gradient is cut
-                carry = ax.annotate("", xy=(k * n + n + 0.5, top + 0.8), xytext=(k * n + n - 0.5, top + 0.8),
+                edge = k * n + n
+                carry = ax.annotate("", xy=(edge + _CARRY_REACH, top + 0.78), xytext=(edge - _CARRY_REACH, top + 0.78),
                                     arrowprops=_CARRY_ARROW)
-                carry.arrow_patch.set_path_effects([patheffects.withStroke(linewidth=5, foreground="white")])
+                carry.arrow_patch.set_path_effects([patheffects.withStroke(linewidth=6.5, foreground="white")])
     band, band_height = -1.3, 0.95  # a band over each column of windows names its batch
     for k in range(passes):
         face, ink = _BATCH_COLORS[k]
@@ -103,8 +127,19 @@ def ptb_grid(layout: Any) -> Any:
     ax.set_yticks(np.arange(b) * _PITCH + 0.5, [f"row {s}" for s in range(b)])
     ax.tick_params(axis="y", length=0)
     ax.set_title(f"{layout.n_tokens} tokens in {b} rows of {length}, read {n} at a time", fontsize=12)
-    key = [Line2D([], [], color="black", marker=">", markersize=7, linewidth=2, linestyle=_CARRY_ARROW["linestyle"])]
-    ax.legend(handles=key, labels=["the state, carried to the next batch (the gradient is not)"],
+    arrow = Line2D([], [], color="black", marker=">", markersize=9, linewidth=3, linestyle=_CARRY_ARROW["linestyle"])
+    target_only = Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", linewidth=0.8)
+    never_read = Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", linewidth=0.8)
+    column = [str(s * length + last_target) for s in range(b)]
+    unread = [str(s * length + t) for s in range(b) for t in range(last_target + 1, length)]
+    labels = ["the state, carried to the next batch (the gradient is not)",
+              f"{', '.join(column)}: white, a target only (the last y of each row)"]
+    handles: list[Any] = [arrow, target_only]
+    if unread:
+        labels.append(f"{_listed(unread)}: crossed out, never read (too few for another window)")
+        handles.append(never_read)
+    cells = {target_only: Cell(crossed=False), never_read: Cell(crossed=True)}
+    ax.legend(handles=handles, labels=labels, handler_map=cells,
               loc="upper left", bbox_to_anchor=(0.0, 0.0), fontsize=9.5, handlelength=2.5)
     ax.spines[:].set_visible(False)
     fig.tight_layout()
@@ -112,33 +147,32 @@ def ptb_grid(layout: Any) -> Any:
 
 
 def reading_losses(losses: Mapping[str, Mapping[str, float]]) -> Any:
-    """Two bar charts side by side: one trained stateful model reading each text with the state carried vs
-    reset before every batch (left), and with its batches in order vs shuffled (right).
+    """One bar chart: one trained stateful model reading each text three ways, each case once.
 
     ``losses`` maps a text's name to its mean loss read three ways, keys ``"carried"`` (in order, the
-    state carried: the same bar opens both panels), ``"reset"`` and ``"shuffled"``. One bar per text in
-    each group, labelled with its value; the y axis starts at 1 and says so.
+    state carried, as trained), ``"reset"`` (in order, the state reset before every batch) and
+    ``"shuffled"`` (the batches in a shuffled order, the state carried). One group of bars per way,
+    one bar per text, each labelled with its value; the y axis starts at 0.
 
     >>> fig = reading_losses({"a": {"carried": 1.2, "reset": 1.5, "shuffled": 1.7}})
-    >>> [ax.get_title() for ax in fig.axes]
-    ['Carry the state, or reset it?', 'Batches in order, or shuffled?']
+    >>> [label.get_text().splitlines()[0] for label in fig.axes[0].get_xticklabels()]
+    ['in order, state carried', 'in order, state reset', 'shuffled order,']
     """
     if not losses or any(set(v) != {"carried", "reset", "shuffled"} for v in losses.values()):
         raise ValueError("losses must map each text to its 'carried', 'reset' and 'shuffled' losses")
-    panels = [("Carry the state, or reset it?", ["carried", "reset"],
-               ["state carried\n(as trained)", "the same stateful model,\nstate reset before\nevery batch"]),
-              ("Batches in order, or shuffled?", ["carried", "shuffled"],
-               ["in order\n(as trained)", "order shuffled,\nstate carried"])]
-    fig, axes = new_figure(2, width=9.0, height=3.6)
+    ways = ["carried", "reset", "shuffled"]
+    names = ["in order, state carried\n(as trained)", "in order, state reset\nbefore every batch",
+             "shuffled order,\nstate carried"]
+    fig, ax = new_figure(width=7.5, height=3.8)
     width = 0.8 / len(losses)
     top = max(max(v.values()) for v in losses.values())
-    for ax, (title, keys, names) in zip(axes, panels):
-        for i, (text, values) in enumerate(losses.items()):
-            offsets = np.arange(2) + (i - (len(losses) - 1) / 2) * width
-            bars = ax.bar(offsets, [values[key] for key in keys], width, label=text, color=COLORS[i])
-            ax.bar_label(bars, fmt="%.2f")
-        ax.set(xticks=np.arange(2), xticklabels=names, ylim=(1, top + 0.25), title=title)
-    axes[0].set_ylabel("loss per character\n(the axis starts at 1)")
-    axes[0].legend(loc="upper left")
+    for i, (text, values) in enumerate(losses.items()):
+        offsets = np.arange(len(ways)) + (i - (len(losses) - 1) / 2) * width
+        bars = ax.bar(offsets, [values[way] for way in ways], width, label=text, color=COLORS[i])
+        ax.bar_label(bars, fmt="%.2f")
+    ax.set(xticks=np.arange(len(ways)), xticklabels=names, ylim=(0, top * 1.25),
+           title="One trained stateful model, three ways to read a text")
+    ax.set_ylabel("loss per character\n(lower is better)")
+    ax.legend(loc="upper left")
     fig.tight_layout()
     return fig
