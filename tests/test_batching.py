@@ -1082,8 +1082,8 @@ def test_the_notebooks_one_row_copy_fed_step_by_step_computes_what_the_stateful_
 
 
 def test_the_notebooks_callback_puts_the_state_back_after_evaluate_and_after_fits_validation():
-    # Proof 2 calls evaluate with the callback, because fit validates that way (with its callbacks). Here both: after
-    # evaluate, and inside fit (a probe listed first reads the state as validation starts and when the epoch ends,
+    # Proof 2 (in the notebook until round 12) called evaluate with the callback, because fit validates that way (with
+    # its callbacks). Here both: after evaluate, and inside fit (a probe listed first reads the state as validation starts and when the epoch ends,
     # after validation), the state equals training's; the notebook's ForgetsTrainingState leaves validation's state.
     StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     state_variables = notebook_function("state_variables", "stateful_layers")
@@ -1273,3 +1273,101 @@ def test_the_docs_gradienttape_loop_validates_mid_pass_without_changing_training
     forgetting = weights_after(code.replace("state.assign(value)", "pass"))
     assert all(np.array_equal(a, b) for a, b in zip(validated, unvalidated))
     assert not all(np.array_equal(a, b) for a, b in zip(validated, forgetting))
+
+
+# --------------------------------------------------------------------------- round 13: steps_per_execution, the loop by hand
+
+
+def _notebook_cell(marker):
+    """The source of the notebook's one code cell that holds ``marker``."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" and marker in c.source]
+    assert len(cells) == 1, f"{path.name}: {len(cells)} code cells hold {marker!r}"
+    return cells[0]
+
+
+def test_keras_calls_on_train_batch_begin_once_per_execution_which_is_why_the_callback_refuses_it():
+    # The notebook says so: with compile(steps_per_execution=N), fit calls on_train_batch_begin once per N batches
+    # (with the first batch's index), so a callback that counts calls cannot reset before a batch inside an execution.
+    calls = []
+
+    class Spy(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            calls.append(batch)
+
+    model = _named_lstm_model()
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=3)
+    model.fit(batching.ptb_batches(np.arange(100) % 20, 2, 3, repeat=True), steps_per_epoch=9, epochs=1,
+              callbacks=[Spy()], shuffle=False, verbose=0)
+    assert calls == [0, 3, 6]
+
+
+@pytest.mark.parametrize("steps_per_execution", [2, 5])
+def test_the_notebooks_stateful_resets_refuses_steps_per_execution_before_training_changes_anything(
+        steps_per_execution):
+    # A reader (round 12): with steps_per_execution > 1 the callback would reset in the wrong places, silently.
+    # It now raises in on_train_begin, naming the setting, before the first batch: weights, state, optimizer unchanged.
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    state_variables = notebook_function("state_variables", "stateful_layers")
+    model = _named_lstm_model()
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=steps_per_execution)
+    model.predict_on_batch(np.ones((2, 3), "int32"))  # a state that is not zero
+    weights = [w.copy() for w in model.get_weights()]
+    state = [v.numpy() for v in state_variables(model)]
+    data = batching.ptb_batches(np.arange(100) % 20, 2, 3, repeat=True)
+    with pytest.raises(ValueError, match=f"steps_per_execution=1\\), got {steps_per_execution}"):
+        model.fit(data, steps_per_epoch=10, epochs=1, callbacks=[StatefulResets(5)], shuffle=False, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights()))
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(state, state_variables(model)))
+    assert int(model.optimizer.iterations.numpy()) == 0
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(data, steps_per_epoch=10, epochs=1, callbacks=[StatefulResets(5)], shuffle=False, verbose=0)  # 1: trains
+
+
+def _room_recipe_scope():
+    """The notebook's series_dataset and its recipe cell, run on the room series with 8 rows of 40 minutes
+    (10 batches per pass, so the test is quick); returns the cell's names."""
+    scope = {"np": np, "tf": tf, "keras": keras, "BATCH_SIZE": 8, "NUM_STEPS": 40,
+             "StatefulResets": notebook_function("StatefulResets", *_STATEFUL_HELPERS),
+             "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers"),
+             "state_variables": notebook_function("state_variables", "stateful_layers"),
+             "series_dataset": notebook_function("series_dataset")}
+    scope["features"], scope["temperature"] = batching.room_series()
+    exec(compile(_notebook_cell("def room_model("), "recipe", "exec"), scope)  # noqa: S102 - our own notebook
+    assert scope["windows_per_row"] == 10 and len(scope["room_history"].history["val_loss"]) == 3
+    return scope
+
+
+def test_the_notebooks_gradienttape_loop_reaches_the_weights_of_fit_with_stateful_resets(capsys):
+    # The loop under the recipe does the callback's work by hand (a reset before each pass and before validation):
+    # it ends with the recipe's weights and prints the recipe's val_loss; without the reset at a pass's start, not.
+    scope = _room_recipe_scope()
+    code = _notebook_cell("def train_step(")
+    capsys.readouterr()
+    exec(compile(code, "gradienttape loop", "exec"), dict(scope))  # noqa: S102
+    printed = capsys.readouterr().out.splitlines()
+    recipe = [f"{v:.3f}" for v in scope["room_history"].history["val_loss"]]
+    assert [line.split("val_loss ")[1] for line in printed[:3]] == recipe
+    assert printed[3] == "the same weights as the recipe's fit: True"
+    pass_start = "    reset_stateful_layers(looped)                          # a pass starts"
+    assert pass_start in code
+    exec(compile(code.replace(pass_start, "    pass  # "), "no reset", "exec"), dict(scope))  # noqa: S102
+    assert capsys.readouterr().out.splitlines()[3] == "the same weights as the recipe's fit: False"
+
+
+def test_the_notebooks_k_batch_run_validates_mid_pass_and_after_each_pass_matches_the_recipe():
+    # The steps_per_epoch=K cell: K = half a pass, val_loss twice per pass; every second value (after a whole pass)
+    # is the recipe's, and the weights end equal: validating in the middle of a pass left training unchanged.
+    scope = _room_recipe_scope()
+    exec(compile(_notebook_cell("steps_per_epoch=K"), "K batches", "exec"), scope)  # noqa: S102
+    assert scope["K"] == 5
+    stepped = scope["stepped_history"].history["val_loss"]
+    assert len(stepped) == 6 and stepped[1::2] == scope["room_history"].history["val_loss"]
+    assert stepped[0::2] != stepped[1::2]  # mid-pass values: another point of training
+    assert all(np.array_equal(a, b) for a, b in zip(scope["stepped"].get_weights(), scope["trained"].get_weights()))

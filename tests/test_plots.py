@@ -235,9 +235,13 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert ax.get_title() == "70 tokens in 4 rows of 17, read 5 at a time"  # short; the dropped tokens are drawn
     dropped = next(t for t in ax.texts if "dropped" in t.get_text())
     assert dropped.get_text() == "68–69 dropped: too few for another row of 17"
-    assert dropped.get_position()[1] > 4 * 1.5  # under the last row (and its y strip), where the stream goes on
-    headers = [t for t in ax.texts if t.get_text().startswith("batch ") and "each" in t.get_text()]
-    assert [t.get_text() for t in headers] == [f"batch {k}: x and y, [4, 5] each" for k in range(3)]
+    rows = [a.get_position()[1] - 0.5 for a in ax.get_yticklabels()]  # the top of each row of tokens
+    pitch = rows[1] - rows[0]
+    assert dropped.get_position()[1] > rows[3] + 1.7  # under the last row (and its y strip), where the stream goes on
+    # a reader (round 12): the bands said "x and y" but spanned x's columns only; now they say what y is
+    headers = [t for t in ax.texts if t.get_text().startswith("batch ") and "tensor" in t.get_text()]
+    assert [t.get_text() for t in headers] == [f"batch {k}: x, a [4, 5] tensor\n(y: the same, shifted by one)"
+                                               for k in range(3)]
     assert all(t.get_position()[1] < -0.3 for t in headers)  # a band each, above the grid
     # y is drawn: under every row, each batch's window again one token to the right (a reader: "y never drawn")
     strips = [t.get_text() for t in ax.texts if t.get_text().startswith("y: ")]
@@ -247,9 +251,14 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert all(a.arrow_patch.get_linestyle() != "solid" for a in in_grid)  # only the state's arrows: dashed
     assert sorted({round((a.xy[0] + a.xyann[0]) / 2) for a in in_grid}) == [5, 10] and len(in_grid) == 2 * 4
     assert all(a.xy[0] - a.xyann[0] > 1.5 for a in in_grid)  # a reader: "small, on cell borders, easy to miss"
+    # a reader (round 12): "dashed arrows sit on top of token numbers": they run in a lane under each row, above y
+    strip_tops = [p.get_y() - s * pitch for s in range(4) for p in ax.patches if abs(p.get_height() - 0.3) < 1e-9
+                  and rows[s] < p.get_y() < rows[s] + pitch]
+    assert strip_tops and all(1.0 < a.xy[1] % pitch < min(strip_tops) for a in in_grid)
     # the next pass: an arrow from the end of every row (not one row) into what it reads next, its own window 0
     jumps = [a for a in arrows if a.xy[0] > 17]
-    assert sorted(a.xy[1] for a in jumps) == [0.5, 2.0, 3.5, 5.0] and all(a.xyann[0] > 16.9 for a in jumps)
+    assert sorted(a.xy[1] for a in jumps) == pytest.approx([top + 0.5 for top in rows])
+    assert all(a.xyann[0] > 16.9 for a in jumps)
     assert {"0–4", "17–21", "34–38", "51–55"} <= set(labels)
     assert "with repeat=True,\nbatch 3: window 0 again:\nreset the state" in labels  # says when it happens
     assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side
@@ -296,6 +305,7 @@ def test_reading_losses_draws_the_three_ways_once_each_from_zero_with_every_valu
     assert [t.get_text() for t in ax.texts] == ["1.33", "1.67", "1.79", "1.83", "2.00", "2.08"]  # every bar labelled
     assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] > 2.08
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["training text", "held-out fables"]
+    assert "loss per character, in nats" in ax.get_ylabel()  # a reader (round 12): the units were not said
     with pytest.raises(ValueError, match="carried"):
         plots.reading_losses({"text": {"carried": 1.0, "reset": 2.0}})
 

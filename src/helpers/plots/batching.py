@@ -18,7 +18,9 @@ _BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"
 _CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 3.2, "linestyle": (0, (2, 1.2)),
                 "mutation_scale": 28}
 _CARRY_REACH = 0.85  # the state arrow starts and ends this far (in cells) from the boundary between windows
-_PITCH = 1.5  # a row of tokens (height 1) and, under it, the strip of its targets y
+_LANE = 1.22  # the state arrows' lane: under the row of tokens, over its y strip (never over a number)
+_STRIP = 1.44  # the top of the strip of targets y
+_PITCH = 1.95  # a row of tokens (height 1), the arrows' lane and the strip of its targets y
 
 
 def _listed(tokens: list[str]) -> str:
@@ -33,8 +35,9 @@ def ptb_grid(layout: Any) -> Any:
     with at most 6 batches per pass. A cell holds the token's position in the stream, coloured by the
     batch whose ``x`` reads it. Under every row a strip draws ``y``: each batch's window again, in its
     colour, one token to the right (so the column after the last window is a target only: white). A band
-    over each column of windows names its batch. A thick dashed arrow crosses each boundary between
-    windows: the state carried to the next batch. Tokens never read are crossed out; the tokens the
+    over each column of windows names its batch and says that ``y`` is the same window shifted by one. In a
+    lane between each row and its ``y`` strip, a thick dashed arrow crosses each boundary between windows:
+    the state carried to the next batch (no arrow covers a number). Tokens never read are crossed out; the tokens the
     reshape drops are drawn under the last row, where the stream goes on. The legend names the arrow,
     the white column and the crossed-out one, with their tokens. Right of the grid,
     dashed boxes in batch 0's colour show what every row reads next with ``repeat=True``: its own first
@@ -72,14 +75,14 @@ def ptb_grid(layout: Any) -> Any:
     dropped = list(range(b * length, layout.n_tokens))
     last_target = passes * n  # the column that is only ever a target
     next_left, next_width = length + 1.2, 2.6  # the column "next pass", right of the grid
-    fig, ax = new_figure(width=max(6.0, 0.55 * (next_left + next_width) + 1.5), height=0.85 * b * _PITCH + 2.2)
+    fig, ax = new_figure(width=max(6.0, 0.55 * (next_left + next_width) + 1.5), height=0.72 * b * _PITCH + 2.4)
     ax.grid(False)
 
     def box(x: float, y: float, width: float, height: float, face: str, ink: str, label: str,
             size: float = 9, edge: str = "black", style: str = "solid", alpha: float = 1.0) -> None:
         ax.add_patch(plt.Rectangle((x, y), width, height, facecolor=face, edgecolor=edge, linewidth=0.8,
                                    linestyle=style, alpha=alpha))
-        middle = y + height * (0.42 if height == 1 else 0.5)  # a token's number sits above the state arrow
+        middle = y + height / 2
         ax.text(x + width / 2, middle, label, ha="center", va="center", fontsize=size, color=ink)
 
     for s in range(b):
@@ -93,17 +96,18 @@ def ptb_grid(layout: Any) -> Any:
         for k in range(passes):  # y of batch k: its window one token later
             face, ink = _BATCH_COLORS[k]
             first = s * length + k * n + 1
-            box(k * n + 1.05, top + 1.06, n - 0.1, 0.3, face, "black", f"y: {first}–{first + n - 1}", size=8,
+            box(k * n + 1.05, top + _STRIP, n - 0.1, 0.3, face, "black", f"y: {first}–{first + n - 1}", size=8,
                 alpha=0.6)
             if k + 1 < passes:  # to the next batch: the state is carried over, the gradient is cut
                 edge = k * n + n
-                carry = ax.annotate("", xy=(edge + _CARRY_REACH, top + 0.78), xytext=(edge - _CARRY_REACH, top + 0.78),
-                                    arrowprops=_CARRY_ARROW)
+                carry = ax.annotate("", xy=(edge + _CARRY_REACH, top + _LANE),
+                                    xytext=(edge - _CARRY_REACH, top + _LANE), arrowprops=_CARRY_ARROW)
                 carry.arrow_patch.set_path_effects([patheffects.withStroke(linewidth=6.5, foreground="white")])
     band, band_height = -1.3, 0.95  # a band over each column of windows names its batch
     for k in range(passes):
         face, ink = _BATCH_COLORS[k]
-        box(k * n + 0.05, band, n - 0.1, band_height, face, ink, f"batch {k}: x and y, [{b}, {n}] each", size=9.5)
+        box(k * n + 0.05, band, n - 0.1, band_height, face, ink, f"batch {k}: x, a [{b}, {n}] tensor\n"
+            "(y: the same, shifted by one)", size=9.5)
     # the next pass (with repeat=True): every row reads its own first window again, from a reset state
     blue, blue_ink = _BATCH_COLORS[0]
     for s in range(b):
@@ -113,7 +117,7 @@ def ptb_grid(layout: Any) -> Any:
             f"{s * length}–{s * length + n - 1}", size=10, style="--")
     ax.text(next_left + next_width / 2, band + band_height / 2, f"with repeat=True,\nbatch {passes}: "
             "window 0 again:\nreset the state", ha="center", va="center", fontsize=9, fontweight="bold")
-    below = b * _PITCH + 0.1  # the tokens the reshape drops: where the stream goes on, under the last row
+    below = b * _PITCH - 0.1  # the tokens the reshape drops: where the stream goes on, under the last row
     for i, token in enumerate(dropped):
         box(i, below, 1, 1, "#f2f2f2", "0.45", str(token), edge="0.6")
         ax.plot([i + 0.1, i + 0.9], [below + 0.9, below + 0.1], color="#999999", linewidth=1)
@@ -152,7 +156,8 @@ def reading_losses(losses: Mapping[str, Mapping[str, float]]) -> Any:
     ``losses`` maps a text's name to its mean loss read three ways, keys ``"carried"`` (in order, the
     state carried, as trained), ``"reset"`` (in order, the state reset before every batch) and
     ``"shuffled"`` (the batches in a shuffled order, the state carried). One group of bars per way,
-    one bar per text, each labelled with its value; the y axis starts at 0.
+    one bar per text, each labelled with its value; the y axis (loss per character, in nats) starts at 0.
+    The texts' names are the legend's keys: say there what part of a text was read.
 
     >>> fig = reading_losses({"a": {"carried": 1.2, "reset": 1.5, "shuffled": 1.7}})
     >>> [label.get_text().splitlines()[0] for label in fig.axes[0].get_xticklabels()]
@@ -171,8 +176,8 @@ def reading_losses(losses: Mapping[str, Mapping[str, float]]) -> Any:
         bars = ax.bar(offsets, [values[way] for way in ways], width, label=text, color=COLORS[i])
         ax.bar_label(bars, fmt="%.2f")
     ax.set(xticks=np.arange(len(ways)), xticklabels=names, ylim=(0, top * 1.25),
-           title="One trained stateful model, three ways to read a text")
-    ax.set_ylabel("loss per character\n(lower is better)")
+           title="One trained stateful model: lowest loss with the state carried in order")
+    ax.set_ylabel("loss per character, in nats\n(lower is better)")
     ax.legend(loc="upper left")
     fig.tight_layout()
     return fig
