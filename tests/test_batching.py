@@ -1,6 +1,7 @@
 """helpers.batching (notebook 03): corpus, layout, tf.data and TF1 producers, stateful RNNs, cost helpers, checkers."""
 
 import functools
+import re
 import time
 
 import keras
@@ -719,14 +720,17 @@ def test_the_notebooks_ptb_dataset_equals_the_helper_across_wrap_arounds(n_token
     ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens)
     epoch = batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size
     count = 2 * epoch + 3
-    ours = [(x.numpy(), y.numpy()) for x, y in ptb_dataset(ids, batch_size, num_steps, repeat=True).take(count)]
+    repeated, windows_per_row = ptb_dataset(ids, batch_size, num_steps, repeat=True)
+    assert windows_per_row == epoch  # the count it returns: the batches in one pass
+    ours = [(x.numpy(), y.numpy()) for x, y in repeated.take(count)]
     helper = [(x.numpy(), y.numpy())
               for x, y in batching.ptb_batches(ids, batch_size, num_steps, repeat=True).take(count)]
     assert len(ours) == len(helper) == count
     for (ax, ay), (bx, by) in zip(ours, helper):
         np.testing.assert_array_equal(ax, bx)
         np.testing.assert_array_equal(ay, by)
-    assert len(list(ptb_dataset(ids, batch_size, num_steps))) == epoch  # one pass without repeat
+    one_pass, windows_per_row = ptb_dataset(ids, batch_size, num_steps)
+    assert len(list(one_pass)) == windows_per_row == epoch  # one pass without repeat
 
 
 @pytest.mark.parametrize("n_tokens, batch_size, num_steps", [(1013, 7, 9), (250, 3, 41), (97, 5, 2)])
@@ -737,7 +741,8 @@ def test_the_notebooks_ptb_dataset_equals_the_tf1_producer_across_wrap_arounds(n
     ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens)
     count = 2 * batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size + 3
     v1 = tf1.ptb_batches(ids, batch_size, num_steps, num_batches=count)
-    ours = [(x.numpy(), y.numpy()) for x, y in ptb_dataset(ids, batch_size, num_steps, repeat=True).take(count)]
+    repeated, _ = ptb_dataset(ids, batch_size, num_steps, repeat=True)
+    ours = [(x.numpy(), y.numpy()) for x, y in repeated.take(count)]
     assert len(v1) == len(ours) == count
     for (ax, ay), (bx, by) in zip(v1, ours):
         np.testing.assert_array_equal(ax, bx)
@@ -751,13 +756,15 @@ def test_the_notebooks_map_dataset_gives_ptb_datasets_batches_across_wrap_around
     map_dataset = notebook_function("map_dataset")
     ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens).astype(np.int32)
     count = 2 * batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size + 3
-    ours = list(map_dataset(ids, batch_size, num_steps, repeat=True).take(count))
+    repeated, windows_per_row = map_dataset(ids, batch_size, num_steps, repeat=True)
+    assert windows_per_row == batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size
+    ours = list(repeated.take(count))
     expected = numpy_batches(ids, batch_size, num_steps, count)
     assert len(ours) == count
     for (x, y), (ex, ey) in zip(ours, expected):
         np.testing.assert_array_equal(x.numpy(), ex)
         np.testing.assert_array_equal(y.numpy(), ey)
-    assert len(list(map_dataset(ids, batch_size, num_steps))) == count // 2 - 1  # one pass without repeat
+    assert len(list(map_dataset(ids, batch_size, num_steps)[0])) == windows_per_row  # one pass without repeat
 
 
 def _named_lstm_model(batch_size=2, num_steps=3):
@@ -1040,16 +1047,17 @@ def test_the_notebooks_series_dataset_cuts_x_and_its_own_y_into_rows_that_contin
     t = np.arange(n, dtype="float32")
     x = t[:, None] * np.arange(1, features + 1, dtype="float32")
     y = -t[:, None]
-    batches = [(bx.numpy(), by.numpy()) for bx, by in series_dataset(x, y, batch_size, num_steps)]
+    dataset, windows_per_row = series_dataset(x, y, batch_size, num_steps)
+    batches = [(bx.numpy(), by.numpy()) for bx, by in dataset]
     row_len = n // batch_size
-    assert len(batches) == row_len // num_steps  # y is its own array: the last window needs no extra step
+    assert len(batches) == windows_per_row == row_len // num_steps  # y is its own array: no extra step
     for k, (bx, by) in enumerate(batches):
         assert bx.shape == (batch_size, num_steps, features) and by.shape == (batch_size, num_steps, 1)
         expected = np.arange(batch_size)[:, None] * row_len + k * num_steps + np.arange(num_steps)  # row s, window k
         np.testing.assert_array_equal(bx[..., 0], expected)
         np.testing.assert_array_equal(bx[..., -1], expected * features)  # every feature of the same steps
         np.testing.assert_array_equal(by[..., 0], -expected)  # y: the same steps as x, not one later
-    one_feature = [bx.numpy() for bx, _ in series_dataset(t, -t, batch_size, num_steps)]  # [N] works too
+    one_feature = [bx.numpy() for bx, _ in series_dataset(t, -t, batch_size, num_steps)[0]]  # [N] works too
     np.testing.assert_array_equal(np.stack(one_feature), np.stack([bx[..., 0] for bx, _ in batches]))
 
 
@@ -1133,47 +1141,68 @@ def _notebook_code_lines(prefix):
     return found, cells
 
 
-def test_the_notebooks_windows_per_row_lines_count_one_pass_without_len_of_a_dataset():
+def test_the_notebooks_builders_return_the_batches_in_one_pass_and_no_cell_counts_them_by_hand():
     # A reader (round 11): the notebook gave StatefulResets len(train_batches) and then advised repeat=True with
-    # steps_per_epoch=K, where len() raises TypeError ("The dataset is infinite"). The notebook now computes
-    # windows_per_row from the data's length, one line per dataset function; each line counts one pass.
+    # steps_per_epoch=K, where len() raises TypeError ("The dataset is infinite"). Round 12 counted windows_per_row by
+    # hand, one line per builder, with two formulas a learner could mix up (a reader, round 14: resets would land in
+    # the wrong places silently). Since round 14 the builders return (dataset, windows_per_row): the code that cuts
+    # the rows counts them, repeated or not, and every top-level windows_per_row comes from a builder call.
     ptb_dataset = notebook_function("ptb_dataset")
     series_dataset = notebook_function("series_dataset")
-    lines, cells = _notebook_code_lines("windows_per_row = ")
-    assert len(lines) == 2, lines
-    text_line = next(line for line in lines if "train_ids" in line)
-    series_line = next(line for line in lines if "len(x)" in line)
-    assert not any("StatefulResets(len(" in cell or "ForgetsTrainingState(len(" in cell for cell in cells)
-    for n, batch_size, num_steps in [(70, 4, 5), (1000, 8, 10), (97, 3, 7), (31, 1, 29), (3200, 8, 10)]:
-        scope = {"train_ids": np.arange(n), "BATCH_SIZE": batch_size, "NUM_STEPS": num_steps}
-        exec(text_line, scope)  # noqa: S102 - our own notebook's line
-        assert scope["windows_per_row"] == len(ptb_dataset(np.arange(n), batch_size, num_steps))
+    map_dataset = notebook_function("map_dataset")
+    for n, batch_size, num_steps in [(70, 4, 5), (1000, 8, 10), (97, 3, 7), (31, 1, 29), (3200, 8, 10), (60, 4, 5)]:
+        ids = np.arange(n)
+        for build in (ptb_dataset, map_dataset):
+            dataset, windows_per_row = build(ids, batch_size, num_steps)
+            assert windows_per_row == len(list(dataset)) == batching.ptb_layout(n, batch_size, num_steps).epoch_size
+            repeated, same = build(ids, batch_size, num_steps, repeat=True)
+            assert same == windows_per_row
+            with pytest.raises(TypeError, match="infinite"):
+                len(repeated)  # the trap the old len() line met
         x, y = np.zeros((n, 3), "float32"), np.zeros((n, 1), "float32")
-        scope = {"x": x, "BATCH_SIZE": batch_size, "NUM_STEPS": num_steps}
-        exec(series_line, scope)  # noqa: S102
-        assert scope["windows_per_row"] == len(series_dataset(x, y, batch_size, num_steps))
-    with pytest.raises(TypeError, match="infinite"):
-        len(ptb_dataset(np.arange(70), 4, 5, repeat=True))  # the trap: what the old line would have met
+        dataset, windows_per_row = series_dataset(x, y, batch_size, num_steps)
+        assert windows_per_row == len(list(dataset)) == n // batch_size // num_steps
+    _, cells = _notebook_code_lines("")
+    top_level = [line.split("#")[0].strip() for cell in cells for line in cell.splitlines() if line[:1].strip()]
+    counted = [line for line in top_level if re.match(r"[\w, ]*windows_per_row\s*=", line)]
+    assert counted and all(re.search(r"= (ptb|series|map)_dataset\(", line) for line in counted), counted
+    assert not any("StatefulResets(len(" in cell or "ForgetsTrainingState(len(" in cell for cell in cells)
+
+
+def test_the_notebooks_rows_follow_is_true_for_the_builders_and_false_when_the_rows_break():
+    # The recipe ends with rows_follow(train, x): row s of the batches, read in order, is the s-th stretch of x.
+    # True for both builders on several layouts (text and a series with features); False for the obvious cut, for
+    # shuffled batches, and for rows in another order.
+    ptb_dataset = notebook_function("ptb_dataset")
+    series_dataset = notebook_function("series_dataset")
+    rows_follow = notebook_function("rows_follow")
+    for n, batch_size, num_steps in [(70, 4, 5), (97, 3, 7), (1000, 8, 10), (31, 1, 29)]:
+        ids = np.random.default_rng(n).integers(0, 50, size=n)
+        assert rows_follow(ptb_dataset(ids, batch_size, num_steps)[0], ids)
+        x = np.random.default_rng(n).normal(size=(n, 3)).astype("float32")
+        assert rows_follow(series_dataset(x, x[:, :1], batch_size, num_steps)[0], x)
+    positions = np.arange(70)
+    obvious = tf.data.Dataset.from_tensor_slices(positions).batch(5, drop_remainder=True).batch(4, drop_remainder=True)
+    assert not rows_follow(obvious.map(lambda x: (x, x)), positions)
+    dataset, _ = ptb_dataset(positions, 4, 5)
+    assert not rows_follow(dataset.skip(1).concatenate(dataset.take(1)), positions)  # batches 1, 2, 0
+    assert not rows_follow(dataset.map(lambda x, y: (tf.reverse(x, [0]), y)), positions)
 
 
 @pytest.mark.parametrize("steps_per_epoch", [2, 3, 5])
 def test_the_notebooks_callback_on_a_repeated_dataset_with_steps_per_epoch_resets_only_where_the_rows_jump(
         steps_per_epoch):
     # The notebook's recipe, variant 2: fit(dataset.repeat(), steps_per_epoch=K, validation_data=...) with
-    # StatefulResets(windows_per_row), windows_per_row from the notebook's line. The state is zero exactly before the
+    # StatefulResets(windows_per_row), windows_per_row from the notebook's ptb_dataset. The state is zero exactly before the
     # batches that start a row again (read from the data: x[:, 0] is each row's first token), and between any other
     # two batches nothing changes it, validation included (here after every K batches, mid-pass when K < 3).
     ptb_dataset = notebook_function("ptb_dataset")
     StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     state_variables = notebook_function("state_variables", "stateful_layers")
-    lines, _ = _notebook_code_lines("windows_per_row = ")
-    scope = {"train_ids": np.arange(70), "BATCH_SIZE": 4, "NUM_STEPS": 5}
-    exec(next(line for line in lines if "train_ids" in line), scope)  # noqa: S102
-    windows_per_row = scope["windows_per_row"]
+    repeated, windows_per_row = ptb_dataset(np.arange(70), 4, 5, repeat=True)  # the count from the builder
     assert windows_per_row == 3
     epochs = 4
     total = steps_per_epoch * epochs
-    repeated = ptb_dataset(np.arange(70), 4, 5, repeat=True)
     row_starts = [g for g, (x, _) in enumerate(repeated.take(total)) if np.array_equal(x[:, 0], np.arange(4) * 17)]
     assert row_starts == list(range(0, total, windows_per_row))
     keras.utils.set_random_seed(0)
@@ -1197,7 +1226,7 @@ def test_the_notebooks_callback_on_a_repeated_dataset_with_steps_per_epoch_reset
             self.last = [state.numpy() for state in state_variables(self.model)]
 
     probe = Probe()
-    valid = ptb_dataset(np.arange(70, 150) % 80, 4, 5)
+    valid, _ = ptb_dataset(np.arange(70, 150) % 80, 4, 5)
     history = model.fit(repeated, steps_per_epoch=steps_per_epoch, epochs=epochs, validation_data=valid,
                         callbacks=[StatefulResets(windows_per_row), probe], shuffle=False, verbose=0)
     assert len(history.history["val_loss"]) == epochs  # validated after every Keras epoch of K batches
@@ -1257,8 +1286,8 @@ def test_the_docs_gradienttape_loop_validates_mid_pass_without_changing_training
     needs = {"np": np, "tf": tf, "keras": keras, "room_model": room_model, "BATCH_SIZE": 2, "NUM_STEPS": 5,
              "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers"),
              "state_variables": notebook_function("state_variables", "stateful_layers"),
-             "train": series_dataset(features[:320], temperature[:320], 2, 5),
-             "val": series_dataset(features[320:], temperature[320:], 2, 5), "windows_per_row": 32}
+             "train": series_dataset(features[:320], temperature[:320], 2, 5)[0],
+             "val": series_dataset(features[320:], temperature[320:], 2, 5)[0], "windows_per_row": 32}
 
     def weights_after(source):
         scope = dict(needs)
@@ -1337,7 +1366,7 @@ def _room_recipe_scope():
              "StatefulResets": notebook_function("StatefulResets", *_STATEFUL_HELPERS),
              "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers"),
              "state_variables": notebook_function("state_variables", "stateful_layers"),
-             "series_dataset": notebook_function("series_dataset")}
+             "series_dataset": notebook_function("series_dataset"), "rows_follow": notebook_function("rows_follow")}
     scope["features"], scope["temperature"] = batching.room_series()
     exec(compile(_notebook_cell("def room_model("), "recipe", "exec"), scope)  # noqa: S102 - our own notebook
     assert scope["windows_per_row"] == 10 and len(scope["room_history"].history["val_loss"]) == 3

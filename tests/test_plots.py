@@ -263,8 +263,20 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert "with repeat=True,\nbatch 3: window 0 again:\nreset the state" in labels  # says when it happens
     assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side
     assert not any("never" in text or "only" in text for text in labels)  # in the grid: fewer words, the legend says
-    # the tokens, 12 y strips, 3 batch bands, 4 next windows, 2 dropped tokens
-    assert len(ax.patches) == 4 * 17 + 4 * 3 + 3 + 4 + 2
+    # the tokens, 12 y strips, 3 batch bands, 4 next windows, 2 dropped tokens, 4 row panels
+    assert len(ax.patches) == 4 * 17 + 4 * 3 + 3 + 4 + 2 + 4
+    # a reader (round 13): "unsure which row a y strip belongs to": a grey panel holds each row, its arrows and its
+    # strip, and the strip sits nearer its own row than the next one
+    panels = sorted((p for p in ax.patches if p.get_facecolor()[:3] == matplotlib.colors.to_rgb("#ececec")),
+                    key=lambda p: p.get_y())
+    assert len(panels) == 4 and all(p.get_zorder() < 1 for p in panels)
+    for s, panel in enumerate(panels):
+        strips_of_row = [p for p in ax.patches if abs(p.get_height() - 0.3) < 1e-9 and rows[s] < p.get_y() < rows[s] + pitch]
+        assert len(strips_of_row) == 3
+        assert all(panel.get_y() < rows[s] and p.get_y() + 0.3 < panel.get_y() + panel.get_height() for p in strips_of_row)
+        if s + 1 < 4:
+            assert panel.get_y() + panel.get_height() < panels[s + 1].get_y()  # a gap between the panels
+            assert strips_of_row[0].get_y() - (rows[s] + 1) < rows[s + 1] - (strips_of_row[0].get_y() + 0.3)
     dashed = [p for p in ax.patches if p.get_linestyle() == "--"]
     assert len(dashed) == 4 and all(p.get_x() > 17 for p in dashed)  # only the next pass's windows are dashed
     key = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -288,26 +300,32 @@ def test_ptb_grid_draws_every_token_of_a_layout():
         plots.ptb_grid(ptb_layout(200, batch_size=2, num_steps=5))
 
 
-def test_reading_losses_draws_the_three_ways_once_each_from_zero_with_every_value():
-    # Readers: the middle bar read as "a stateless model"; then two panels repeated the "as trained" pair and made
-    # "shuffled is worse than reset" a comparison across panels, on an axis starting at 1. Now one panel, each way
-    # once, from 0.
+def test_reading_losses_draws_the_stateful_model_three_ways_and_the_plain_baseline_from_zero():
+    # Readers: the middle bar read as "a stateless model"; two panels repeated the "as trained" pair; the axis started
+    # at 1; no units; the training text's bars (first 30 batches) were not like-for-like with the held-out ones; no
+    # stateless baseline (round 13: "is the state worth it?"). Now: the held-out text only, the stateful model read three
+    # ways (blue) and a plain LSTM trained without state (grey), from 0, each labelled, the unit on the axis.
+    import matplotlib.colors
     import pytest
 
-    losses = {"training text": {"carried": 1.33, "reset": 1.67, "shuffled": 1.79},
-              "held-out fables": {"carried": 1.83, "reset": 2.0, "shuffled": 2.08}}
+    losses = {"carried": 1.83, "reset": 2.0, "shuffled": 2.08, "plain": 1.99}
     fig = plots.reading_losses(losses)
     (ax,) = fig.axes
     ticks = [label.get_text() for label in ax.get_xticklabels()]
-    assert ticks == ["in order, state carried\n(as trained)", "in order, state reset\nbefore every batch",
-                     "shuffled order,\nstate carried"]
-    assert [round(p.get_height(), 2) for p in ax.patches] == [1.33, 1.67, 1.79, 1.83, 2.0, 2.08]
-    assert [t.get_text() for t in ax.texts] == ["1.33", "1.67", "1.79", "1.83", "2.00", "2.08"]  # every bar labelled
+    assert ticks == ["stateful LSTM:\nin order,\nstate carried\n(as trained)",
+                     "the same model:\nin order,\nstate reset\nbefore every batch",
+                     "the same model:\nbatches shuffled,\nstate carried",
+                     "plain LSTM\n(stateful=False),\ntrained as usual"]
+    assert [round(p.get_height(), 2) for p in ax.patches] == [1.83, 2.0, 2.08, 1.99]
+    assert [t.get_text() for t in ax.texts] == ["1.83", "2.00", "2.08", "1.99"]  # every bar labelled
+    faces = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
+    assert faces[0] == faces[1] == faces[2] != faces[3]  # one model in one colour, the baseline another
     assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] > 2.08
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["training text", "held-out fables"]
-    assert "loss per character, in nats" in ax.get_ylabel()  # a reader (round 12): the units were not said
-    with pytest.raises(ValueError, match="carried"):
-        plots.reading_losses({"text": {"carried": 1.0, "reset": 2.0}})
+    assert "Held-out" in ax.get_title() and ax.get_legend() is None
+    label = ax.get_ylabel()
+    assert "in nats" in label and "−ln p(next character)" in label and "lower is better" in label
+    with pytest.raises(ValueError, match="plain"):
+        plots.reading_losses({"carried": 1.0, "reset": 2.0, "shuffled": 2.1})
 
 
 # --------------------------------------------------------------------------- 04 validation queues

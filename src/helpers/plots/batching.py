@@ -18,9 +18,10 @@ _BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"
 _CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 3.2, "linestyle": (0, (2, 1.2)),
                 "mutation_scale": 28}
 _CARRY_REACH = 0.85  # the state arrow starts and ends this far (in cells) from the boundary between windows
-_LANE = 1.22  # the state arrows' lane: under the row of tokens, over its y strip (never over a number)
-_STRIP = 1.44  # the top of the strip of targets y
-_PITCH = 1.95  # a row of tokens (height 1), the arrows' lane and the strip of its targets y
+_LANE = 1.19  # the state arrows' lane: under the row of tokens, over its y strip (never over a number)
+_STRIP = 1.38  # the top of the strip of targets y
+_PANEL = (-0.14, 1.82)  # a grey panel behind each row, its arrows and its y strip: they belong together
+_PITCH = 2.16  # a row of tokens (height 1), the arrows' lane and the strip of its targets y, then a gap
 
 
 def _listed(tokens: list[str]) -> str:
@@ -33,7 +34,8 @@ def ptb_grid(layout: Any) -> Any:
 
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
     with at most 6 batches per pass. A cell holds the token's position in the stream, coloured by the
-    batch whose ``x`` reads it. Under every row a strip draws ``y``: each batch's window again, in its
+    batch whose ``x`` reads it. A grey panel holds each row with its ``y`` strip (so a strip visibly belongs
+    to the row above it, not to the next). Under every row a strip draws ``y``: each batch's window again, in its
     colour, one token to the right (so the column after the last window is a target only: white). A band
     over each column of windows names its batch and says that ``y`` is the same window shifted by one. In a
     lane between each row and its ``y`` strip, a thick dashed arrow crosses each boundary between windows:
@@ -87,6 +89,8 @@ def ptb_grid(layout: Any) -> Any:
 
     for s in range(b):
         top = s * _PITCH
+        ax.add_patch(plt.Rectangle((-0.12, top + _PANEL[0]), length + 0.24, _PANEL[1] - _PANEL[0],
+                                   facecolor="#ececec", edgecolor="0.6", linewidth=0.8, zorder=0))
         for t in range(length):
             k = t // n if t < last_target else -1
             face, ink = _BATCH_COLORS[k] if k >= 0 else ("white", "black" if t == last_target else "0.5")
@@ -150,34 +154,38 @@ def ptb_grid(layout: Any) -> Any:
     return fig
 
 
-def reading_losses(losses: Mapping[str, Mapping[str, float]]) -> Any:
-    """One bar chart: one trained stateful model reading each text three ways, each case once.
+def reading_losses(losses: Mapping[str, float]) -> Any:
+    """One bar chart: the held-out loss of one trained stateful model read three ways, and of a plain LSTM.
 
-    ``losses`` maps a text's name to its mean loss read three ways, keys ``"carried"`` (in order, the
-    state carried, as trained), ``"reset"`` (in order, the state reset before every batch) and
-    ``"shuffled"`` (the batches in a shuffled order, the state carried). One group of bars per way,
-    one bar per text, each labelled with its value; the y axis (loss per character, in nats) starts at 0.
-    The texts' names are the legend's keys: say there what part of a text was read.
+    ``losses`` maps each way to its mean loss per character on the held-out text: ``"carried"`` (the
+    stateful model, the batches in order, the state carried, as trained), ``"reset"`` (the same model, the
+    state reset before every batch), ``"shuffled"`` (the same model, the batches shuffled, the state
+    carried) and ``"plain"`` (the same layers with ``stateful=False``, trained the usual way: the baseline).
+    The stateful model's three bars are blue, the baseline's grey, each labelled with its value; a dashed
+    line at the "carried" bar's height makes the comparison at a glance. The y axis starts at 0 and says
+    the unit (the mean negative log-likelihood of the next character, in nats) and that lower is better.
 
-    >>> fig = reading_losses({"a": {"carried": 1.2, "reset": 1.5, "shuffled": 1.7}})
+    >>> fig = reading_losses({"carried": 1.8, "reset": 2.0, "shuffled": 2.1, "plain": 2.0})
     >>> [label.get_text().splitlines()[0] for label in fig.axes[0].get_xticklabels()]
-    ['in order, state carried', 'in order, state reset', 'shuffled order,']
+    ['stateful LSTM:', 'the same model:', 'the same model:', 'plain LSTM']
     """
-    if not losses or any(set(v) != {"carried", "reset", "shuffled"} for v in losses.values()):
-        raise ValueError("losses must map each text to its 'carried', 'reset' and 'shuffled' losses")
-    ways = ["carried", "reset", "shuffled"]
-    names = ["in order, state carried\n(as trained)", "in order, state reset\nbefore every batch",
-             "shuffled order,\nstate carried"]
-    fig, ax = new_figure(width=7.5, height=3.8)
-    width = 0.8 / len(losses)
-    top = max(max(v.values()) for v in losses.values())
-    for i, (text, values) in enumerate(losses.items()):
-        offsets = np.arange(len(ways)) + (i - (len(losses) - 1) / 2) * width
-        bars = ax.bar(offsets, [values[way] for way in ways], width, label=text, color=COLORS[i])
-        ax.bar_label(bars, fmt="%.2f")
-    ax.set(xticks=np.arange(len(ways)), xticklabels=names, ylim=(0, top * 1.25),
-           title="One trained stateful model: lowest loss with the state carried in order")
-    ax.set_ylabel("loss per character, in nats\n(lower is better)")
-    ax.legend(loc="upper left")
+    ways = ["carried", "reset", "shuffled", "plain"]
+    if set(losses) != set(ways):
+        raise ValueError("losses must map exactly 'carried', 'reset', 'shuffled' and 'plain' to a loss each")
+    names = ["stateful LSTM:\nin order,\nstate carried\n(as trained)",
+             "the same model:\nin order,\nstate reset\nbefore every batch",
+             "the same model:\nbatches shuffled,\nstate carried",
+             "plain LSTM\n(stateful=False),\ntrained as usual"]
+    fig, ax = new_figure(width=8.0, height=4.3)
+    positions = np.array([0.0, 1.0, 2.0, 3.25])  # a gap before the baseline: another model
+    colors = [COLORS[0], COLORS[0], COLORS[0], "#8c8c8c"]
+    bars = ax.bar(positions, [losses[way] for way in ways], 0.7, color=colors)
+    ax.bar_label(bars, fmt="%.2f")
+    ax.axhline(losses["carried"], color="black", linestyle="--", linewidth=1, zorder=0)
+    top = max(losses.values())
+    ax.set(xticks=positions, xticklabels=names, ylim=(0, top * 1.2),
+           title="Held-out fables: lowest loss with the state carried in order")
+    ax.set_ylabel("loss per character, in nats:\nmean −ln p(next character)\n(lower is better)")
+    ax.grid(axis="x", visible=False)
     fig.tight_layout()
     return fig
