@@ -1,6 +1,7 @@
 """helpers.batching (notebook 03): corpus, layout, tf.data and TF1 producers, stateful RNNs, cost helpers, checkers."""
 
 import functools
+import re
 import time
 
 import keras
@@ -581,15 +582,19 @@ def test_checker_reference_ignores_a_patched_ptb_batches(monkeypatch):
 
 
 def counting_callback(reset_when):
-    """A callback that resets before global batch ``g`` (and Keras epoch batch ``b``) when ``reset_when(g, b)``."""
+    """A callback that resets before the fit's batch ``g`` (Keras epoch batch ``b``, epoch ``e``, steps per epoch
+    ``s``) when ``reset_when(g, b, e, s)``."""
 
     class Resetting(keras.callbacks.Callback):
         def __init__(self):
             super().__init__()
-            self.seen = 0
+            self.seen, self.epoch = 0, 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
 
         def on_train_batch_begin(self, batch, logs=None):
-            if reset_when(self.seen, batch):
+            if reset_when(self.seen, batch, self.epoch, self.params["steps"]):
                 batching.reset_stateful(self.model)
             self.seen += 1
 
@@ -597,12 +602,13 @@ def counting_callback(reset_when):
 
 
 def reset_at_batch_end(epoch_size):
+    # another right answer: reset after the batch that ends a pass, where the stream's next batch is a wrap-around
     class AtEnd(keras.callbacks.Callback):
-        seen = 0
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
 
         def on_train_batch_end(self, batch, logs=None):
-            AtEnd.seen += 1
-            if AtEnd.seen % epoch_size == 0:
+            if (self.epoch * self.params["steps"] + batch + 1) % epoch_size == 0:
                 batching.reset_stateful(self.model)
 
     return AtEnd()
@@ -618,19 +624,24 @@ def reset_each_keras_epoch(epoch_size):
 
 def hard_coded_layer(epoch_size):
     class LayerOne(keras.callbacks.Callback):
-        seen = 0
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
 
         def on_train_batch_begin(self, batch, logs=None):
-            if LayerOne.seen % epoch_size == 0:
+            if (self.epoch * self.params["steps"] + batch) % epoch_size == 0:
                 self.model.layers[1].reset_state()
-            LayerOne.seen += 1
 
     return LayerOne()
 
 
+def the_notebooks_stateful_resets(epoch_size):
+    # the notebook's StatefulResets (its reset after on_train_begin): right in a fresh fit, wrong when one resumes
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    return StatefulResets(epoch_size)
+
+
 def test_reset_checker_accepts_the_notebooks_answer_and_a_reset_at_batch_end(capsys):
-    namespace = {"batching": batching, "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers")}
-    exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", namespace))
+    exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", {"batching": batching}))
     exercises.check_reset_callback(reset_at_batch_end)
     assert capsys.readouterr().out.count("Correct: your callback reset the state exactly") == 2
 
@@ -641,12 +652,18 @@ def test_reset_checker_rejects_the_student_stub():
 
 
 @pytest.mark.parametrize("wrong, hint", [
-    (lambda e: keras.callbacks.Callback(), "not reset before batch 5: there every row jumps back"),
+    (lambda e: keras.callbacks.Callback(), "not reset before batch 5 of this fit: there every row jumps back"),
     (reset_each_keras_epoch, "where a Keras epoch starts \\(batch 3\\)"),
-    (lambda e: counting_callback(lambda seen, batch: batch % e == 0), "where a Keras epoch starts.*`batch` argument"),
-    (lambda e: counting_callback(lambda seen, batch: True), "before every batch"),
-    (lambda e: counting_callback(lambda seen, batch: seen % e in (0, 1)), "before batch 1, where every row continues"),
-    (lambda e: counting_callback(lambda seen, batch: seen % 5 == 0), "epoch_size=4.*not reset before batch 4"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: batch % e == 0),
+     "where a Keras epoch starts.*`batch` argument"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: True), "before every batch"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: seen % e in (0, 1)),
+     "before batch 1 of this fit, where every row continues"),
+    (the_notebooks_stateful_resets, "skip\\(6\\).*counts the batches from the start of this fit.*before its batch 4"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: (epoch * steps + batch) % 5 == 0),
+     "windows_per_row=4.*not reset before batch 2 of this fit"),
+    (lambda e: counting_callback(lambda seen, batch, epoch, steps: (epoch * steps + batch + 1) % e == 0),
+     "not reset before batch 5"),
     (hard_coded_layer, "raised AttributeError"),
     (lambda e: keras.callbacks.Callback, "returned a class"),
     (lambda e: "reset", "must return a keras.callbacks.Callback"),
@@ -654,7 +671,8 @@ def test_reset_checker_rejects_the_student_stub():
 def test_reset_checker_hints_in_one_line(wrong, hint):
     with pytest.raises(CheckFailed, match=hint) as info:
         exercises.check_reset_callback(wrong)
-    assert "\n" not in str(info.value) and "% epoch_size" not in str(info.value)
+    assert "\n" not in str(info.value) and "% windows_per_row" not in str(info.value)
+    assert "params" not in str(info.value) and "* steps" not in str(info.value)  # the rule is not given away
 
 
 # --------------------------------------------------------------------------- the notebook's own code; proofs moved here
@@ -691,6 +709,10 @@ def notebook_function(name, *needs):
     return scope[name]
 
 
+# the notebook's functions StatefulResets calls, defined in the cell before it
+_STATEFUL_HELPERS = ("stateful_layers", "reset_stateful_layers", "state_variables")
+
+
 @pytest.mark.parametrize("n_tokens, batch_size, num_steps", [
     (70, 4, 5), (1906, 8, 10), (97, 3, 7), (1000, 13, 11), (31, 1, 29), (64, 8, 1), (12, 2, 5)])
 def test_the_notebooks_ptb_dataset_equals_the_helper_across_wrap_arounds(n_tokens, batch_size, num_steps):
@@ -698,14 +720,17 @@ def test_the_notebooks_ptb_dataset_equals_the_helper_across_wrap_arounds(n_token
     ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens)
     epoch = batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size
     count = 2 * epoch + 3
-    ours = [(x.numpy(), y.numpy()) for x, y in ptb_dataset(ids, batch_size, num_steps, repeat=True).take(count)]
+    repeated, windows_per_row = ptb_dataset(ids, batch_size, num_steps, repeat=True)
+    assert windows_per_row == epoch  # the count it returns: the batches in one pass
+    ours = [(x.numpy(), y.numpy()) for x, y in repeated.take(count)]
     helper = [(x.numpy(), y.numpy())
               for x, y in batching.ptb_batches(ids, batch_size, num_steps, repeat=True).take(count)]
     assert len(ours) == len(helper) == count
     for (ax, ay), (bx, by) in zip(ours, helper):
         np.testing.assert_array_equal(ax, bx)
         np.testing.assert_array_equal(ay, by)
-    assert len(list(ptb_dataset(ids, batch_size, num_steps))) == epoch  # one pass without repeat
+    one_pass, windows_per_row = ptb_dataset(ids, batch_size, num_steps)
+    assert len(list(one_pass)) == windows_per_row == epoch  # one pass without repeat
 
 
 @pytest.mark.parametrize("n_tokens, batch_size, num_steps", [(1013, 7, 9), (250, 3, 41), (97, 5, 2)])
@@ -716,7 +741,8 @@ def test_the_notebooks_ptb_dataset_equals_the_tf1_producer_across_wrap_arounds(n
     ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens)
     count = 2 * batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size + 3
     v1 = tf1.ptb_batches(ids, batch_size, num_steps, num_batches=count)
-    ours = [(x.numpy(), y.numpy()) for x, y in ptb_dataset(ids, batch_size, num_steps, repeat=True).take(count)]
+    repeated, _ = ptb_dataset(ids, batch_size, num_steps, repeat=True)
+    ours = [(x.numpy(), y.numpy()) for x, y in repeated.take(count)]
     assert len(v1) == len(ours) == count
     for (ax, ay), (bx, by) in zip(v1, ours):
         np.testing.assert_array_equal(ax, bx)
@@ -730,13 +756,15 @@ def test_the_notebooks_map_dataset_gives_ptb_datasets_batches_across_wrap_around
     map_dataset = notebook_function("map_dataset")
     ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens).astype(np.int32)
     count = 2 * batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size + 3
-    ours = list(map_dataset(ids, batch_size, num_steps, repeat=True).take(count))
+    repeated, windows_per_row = map_dataset(ids, batch_size, num_steps, repeat=True)
+    assert windows_per_row == batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size
+    ours = list(repeated.take(count))
     expected = numpy_batches(ids, batch_size, num_steps, count)
     assert len(ours) == count
     for (x, y), (ex, ey) in zip(ours, expected):
         np.testing.assert_array_equal(x.numpy(), ex)
         np.testing.assert_array_equal(y.numpy(), ey)
-    assert len(list(map_dataset(ids, batch_size, num_steps))) == count // 2 - 1  # one pass without repeat
+    assert len(list(map_dataset(ids, batch_size, num_steps)[0])) == windows_per_row  # one pass without repeat
 
 
 def _named_lstm_model(batch_size=2, num_steps=3):
@@ -750,9 +778,9 @@ def _named_lstm_model(batch_size=2, num_steps=3):
 
 
 def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_callback_resets_it():
-    # The notebook's ResetAtEachPass resets in on_test_begin: Keras' validation inside fit reads and writes the
+    # The notebook's StatefulResets resets in on_test_begin: Keras' validation inside fit reads and writes the
     # same state as training, so without that reset it starts from the state the last training batch left.
-    ResetAtEachPass = notebook_function("ResetAtEachPass", "stateful_layers", "reset_stateful_layers")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     ids = np.random.default_rng(0).integers(0, 20, size=80)
     train, valid = batching.ptb_batches(ids[:60], 2, 3), batching.ptb_batches(ids[60:], 2, 3)
 
@@ -761,7 +789,8 @@ def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_cal
             self.model.get_layer("lstm").reset_state()
 
     val_loss = {}
-    for name, callback in [("reset before validation", ResetAtEachPass()), ("no reset", ResetAtEpochOnly())]:
+    windows = batching.ptb_layout(60, 2, 3).epoch_size  # one Keras epoch = one pass of the training batches
+    for name, callback in [("reset before validation", StatefulResets(windows)), ("no reset", ResetAtEpochOnly())]:
         model = _named_lstm_model()
         history = model.fit(train, validation_data=valid, epochs=2, shuffle=False, verbose=0, callbacks=[callback])
         model.get_layer("lstm").reset_state()
@@ -844,24 +873,24 @@ class _ResetWhereRowsJump(keras.callbacks.Callback):
 
 
 def test_validation_in_the_middle_of_a_pass_keeps_the_training_state_only_when_told():
-    # Keras epochs of 2 batches over passes of 5 windows, validated after every Keras epoch: with the state kept,
-    # training ends with the weights of the same training without validation; without, the validation's state
-    # leaks into the next training batch and the weights differ. KeepTrainingState is the notebook's own class.
-    KeepTrainingState = notebook_function("KeepTrainingState", "stateful_layers", "reset_stateful_layers")
+    # Keras epochs of 4 batches over passes of 10 windows, validated after every Keras epoch: with the state kept
+    # (the notebook's StatefulResets), training ends with the weights of the same training without validation;
+    # with a reset where the rows jump and nothing else, validation's state leaks into the next training batch.
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     ids = np.random.default_rng(1).integers(0, 20, size=100)
     train = batching.ptb_batches(ids[:64], 2, 3, repeat=True)   # 32 tokens per row: 10 windows per row
     valid = batching.ptb_batches(ids[64:], 2, 3)
     windows = batching.ptb_layout(64, 2, 3).epoch_size
 
-    def trained(*callbacks, validate):
+    def trained(callback, validate):
         model = _named_lstm_model()
         model.fit(train, steps_per_epoch=4, epochs=5, shuffle=False, verbose=0,
-                  validation_data=valid if validate else None, callbacks=[_ResetWhereRowsJump(windows), *callbacks])
+                  validation_data=valid if validate else None, callbacks=[callback])
         return model.get_weights()
 
-    alone = trained(validate=False)
-    kept = trained(KeepTrainingState(), validate=True)
-    leaked = trained(validate=True)
+    alone = trained(_ResetWhereRowsJump(windows), validate=False)
+    kept = trained(StatefulResets(windows), validate=True)
+    leaked = trained(_ResetWhereRowsJump(windows), validate=True)
     assert windows == 10
     assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(alone, kept))
     assert not all(np.allclose(a, b, atol=1e-6) for a, b in zip(alone, leaked))
@@ -920,11 +949,12 @@ def test_memory_is_worth_more_to_a_stateful_lm_trained_on_batches_in_order():
     assert worth["in order"] > 0 and worth["in order"] > worth["shuffled"] + 0.3, worth
 
 
-def test_the_notebooks_keep_training_state_keeps_every_stateful_layer_gru_and_nested_models_too():
-    # A reader: KeepTrainingState used get_layer("lstm"), so it would not work on their model. It now walks the
+def test_the_notebooks_stateful_resets_keeps_every_stateful_layer_gru_and_nested_models_too():
+    # A reader: the callback used get_layer("lstm"), so it would not work on their model. It now walks the
     # model as reset_stateful_layers does: here a GRU inside a nested model and an LSTM not named "lstm".
-    KeepTrainingState = notebook_function("KeepTrainingState", "stateful_layers", "reset_stateful_layers")
-    inner = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)), keras.layers.GRU(5, return_sequences=True, stateful=True)])
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    inner = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)),
+                              keras.layers.GRU(5, return_sequences=True, stateful=True)])
     model = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)), inner,
                               keras.layers.LSTM(6, return_sequences=True, stateful=True, name="decoder")])
     layers = [inner.layers[0], model.get_layer("decoder")]
@@ -935,7 +965,7 @@ def test_the_notebooks_keep_training_state_keeps_every_stateful_layer_gru_and_ne
 
     model.predict_on_batch(x)                              # training's state: not zero
     training = values()
-    keep = KeepTrainingState()
+    keep = StatefulResets(windows_per_row=3)
     keep.set_model(model)
     keep.on_test_begin()
     assert len(training) == 3 and all(not np.any(v) for v in values())   # GRU h; LSTM h, c: all zeroed for validation
@@ -943,3 +973,430 @@ def test_the_notebooks_keep_training_state_keeps_every_stateful_layer_gru_and_ne
     assert not all(np.array_equal(a, b) for a, b in zip(training, values()))
     keep.on_test_end()
     assert all(np.array_equal(a, b) for a, b in zip(training, values()))   # every layer's state put back
+
+
+@pytest.mark.parametrize("epoch_size, steps_per_epoch, epochs", [(5, 3, 5), (4, 6, 2), (4, 4, 3), (3, 1, 7)])
+def test_the_notebooks_stateful_resets_resets_exactly_where_the_rows_jump_in_a_fresh_fit(epoch_size, steps_per_epoch,
+                                                                                         epochs):
+    # The notebook's callback counts the batches of a fit across Keras epochs: right whether a Keras epoch is shorter
+    # than a pass, longer, or exactly one pass (then it resets as each epoch starts).
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    model = exercises.stateful_model(2, 3)
+    zero = exercises.zero_state_batches(model, StatefulResets(epoch_size), epoch_size, steps_per_epoch, epochs)
+    assert zero == list(range(0, steps_per_epoch * epochs, epoch_size))
+
+
+def test_the_notebooks_stateful_resets_is_wrong_when_a_fit_resumes_which_is_exercise_2():
+    # Exercise 2 (a fit that resumes a run on the stream skipped to where it stopped) exists because the notebook's
+    # callback counts from the start of the fit: it resets 6 batches late here, and exercise 2's answer does not.
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    reset_callback = answer(NOTEBOOK, "reset_callback", {"batching": batching})
+    model = exercises.stateful_model(2, 3)
+    resumed = {"windows_per_row": 5, "steps_per_epoch": 3, "epochs": 4, "initial_epoch": 2}  # its batch 0 is batch 6
+    ours = exercises.zero_state_batches(model, StatefulResets(5), **resumed)
+    right = exercises.zero_state_batches(model, reset_callback(5), **resumed)
+    assert right == [0, 4, 9] and ours == [0, 5, 10]
+
+
+def _generate(stateful_model, vocab_size, embedding, units, prompt, length, one_row_at_a_time=True, seed=0):
+    """docs/batching.md's sampling loop: the stateful model's layers built for one row of any length, given its
+    weights, read the prompt once, then only each sampled id. With ``one_row_at_a_time=False``, the loop the page
+    held until round 10: a stateless copy re-reads the whole text at every step."""
+    stateful = one_row_at_a_time
+    copy = keras.Sequential([keras.Input(batch_shape=(1, None), dtype="int32"),
+                             keras.layers.Embedding(vocab_size, embedding),
+                             keras.layers.LSTM(units, return_sequences=True, stateful=stateful),
+                             keras.layers.Dense(vocab_size)])
+    copy.set_weights(stateful_model.get_weights())
+    if stateful:
+        batching.reset_stateful(copy)
+    rng = np.random.default_rng(seed)
+    text = list(prompt)
+    logits = copy.predict_on_batch(np.array([text]))[0, -1]
+    for _ in range(length):
+        p = np.exp(logits.astype("float64") - logits.max())
+        text.append(int(rng.choice(len(p), p=p / p.sum())))
+        logits = copy.predict_on_batch(np.array([text[-1:] if stateful else text]))[0, -1]
+    return text
+
+
+def test_the_docs_generation_loop_reads_a_prompt_once_then_one_character_at_a_time():
+    # Text generation left the notebook (round 10) for docs/batching.md: a stateful model built for [2, 5] batches
+    # takes no batch of one; its layers built for one row, fed the prompt once and then each sampled id, sample
+    # exactly what a stateless copy re-reading the whole text at every step samples.
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input(batch_shape=(2, 5), dtype="int32"), keras.layers.Embedding(12, 4),
+                              keras.layers.LSTM(6, return_sequences=True, stateful=True), keras.layers.Dense(12)])
+    with pytest.raises(Exception):
+        model.predict_on_batch(np.zeros((1, 7), "int32"))
+    text = _generate(model, 12, 4, 6, prompt=[1, 2, 3], length=12)
+    assert len(text) == 15 and text[:3] == [1, 2, 3] and all(0 <= t < 12 for t in text)
+    assert text == _generate(model, 12, 4, 6, prompt=[1, 2, 3], length=12, one_row_at_a_time=False)
+
+
+# --------------------------------------------------------------------------- round 11: your own series, one row at a time
+
+
+@pytest.mark.parametrize("n, features, batch_size, num_steps", [(4000, 3, 8, 20), (103, 2, 4, 5), (50, 1, 1, 7),
+                                                                (64, 3, 8, 8)])
+def test_the_notebooks_series_dataset_cuts_x_and_its_own_y_into_rows_that_continue(n, features, batch_size,
+                                                                                    num_steps):
+    # The notebook's series_dataset: ptb_dataset's layout for x [N, features] with its own targets y [N, 1] (not x
+    # shifted). Each feature of step t holds t (times 1, 2, ...) and y holds -t, so a value says where it sits.
+    series_dataset = notebook_function("series_dataset")
+    t = np.arange(n, dtype="float32")
+    x = t[:, None] * np.arange(1, features + 1, dtype="float32")
+    y = -t[:, None]
+    dataset, windows_per_row = series_dataset(x, y, batch_size, num_steps)
+    batches = [(bx.numpy(), by.numpy()) for bx, by in dataset]
+    row_len = n // batch_size
+    assert len(batches) == windows_per_row == row_len // num_steps  # y is its own array: no extra step
+    for k, (bx, by) in enumerate(batches):
+        assert bx.shape == (batch_size, num_steps, features) and by.shape == (batch_size, num_steps, 1)
+        expected = np.arange(batch_size)[:, None] * row_len + k * num_steps + np.arange(num_steps)  # row s, window k
+        np.testing.assert_array_equal(bx[..., 0], expected)
+        np.testing.assert_array_equal(bx[..., -1], expected * features)  # every feature of the same steps
+        np.testing.assert_array_equal(by[..., 0], -expected)  # y: the same steps as x, not one later
+    one_feature = [bx.numpy() for bx, _ in series_dataset(t, -t, batch_size, num_steps)[0]]  # [N] works too
+    np.testing.assert_array_equal(np.stack(one_feature), np.stack([bx[..., 0] for bx, _ in batches]))
+
+
+def test_the_notebooks_one_row_copy_fed_step_by_step_computes_what_the_stateful_model_computes_on_its_batches():
+    # The notebook's prediction cell: room_model's layers built for one row of any length, given the weights of the
+    # model trained on [batch_size, num_steps] batches, reset, fed one step at a time. Row 1 of two consecutive
+    # batches read by the batched model, the whole row at once and the row step by step all give the same outputs
+    # (the check Proof 1 printed until round 10); reset before every step, they do not.
+    room_model = notebook_function("room_model")
+    reset_stateful_layers = notebook_function("reset_stateful_layers", "stateful_layers")
+    keras.utils.set_random_seed(0)
+    batched = room_model((2, 4, 3))
+    online = room_model((1, None, 3))
+    online.set_weights(batched.get_weights())
+    rows = np.random.default_rng(0).normal(size=(2, 8, 3)).astype("float32")
+    reset_stateful_layers(batched)
+    by_batches = np.concatenate([batched.predict_on_batch(rows[:, :4]), batched.predict_on_batch(rows[:, 4:])], 1)
+    reset_stateful_layers(online)
+    at_once = online.predict_on_batch(rows[1:2])
+    steps, reset_each = [], []
+    for reset_every_step, outputs in [(False, steps), (True, reset_each)]:
+        reset_stateful_layers(online)
+        for t in range(8):
+            if reset_every_step:
+                reset_stateful_layers(online)
+            outputs.append(online.predict_on_batch(rows[1:2, t:t + 1])[0, 0])
+    assert np.abs(by_batches[1] - at_once[0]).max() < 1e-5
+    assert np.abs(np.array(steps) - at_once[0]).max() < 1e-5
+    assert np.abs(np.array(reset_each) - at_once[0]).max() > 1e-3
+
+
+def test_the_notebooks_callback_puts_the_state_back_after_evaluate_and_after_fits_validation():
+    # Proof 2 (in the notebook until round 12) called evaluate with the callback, because fit validates that way (with
+    # its callbacks). Here both: after evaluate, and inside fit (a probe listed first reads the state as validation starts and when the epoch ends,
+    # after validation), the state equals training's; the notebook's ForgetsTrainingState leaves validation's state.
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    state_variables = notebook_function("state_variables", "stateful_layers")
+
+    class ForgetsTrainingState(StatefulResets):
+        def on_test_end(self, logs=None):
+            pass
+
+    class Probe(keras.callbacks.Callback):
+        def on_test_begin(self, logs=None):
+            self.before = [state.numpy() for state in state_variables(self.model)]
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.after = [state.numpy() for state in state_variables(self.model)]
+
+    def same(first, second):
+        return all(np.array_equal(a, b) for a, b in zip(first, second))
+
+    ids = np.random.default_rng(2).integers(0, 20, size=100)
+    train = batching.ptb_batches(ids[:64], 2, 3, repeat=True)
+    valid = batching.ptb_batches(ids[64:], 2, 3)
+    for callback_class, kept in [(StatefulResets, True), (ForgetsTrainingState, False)]:
+        model = _named_lstm_model()
+        model.predict_on_batch(np.ones((2, 3), "int32"))  # a training state that is not zero
+        before = [state.numpy() for state in state_variables(model)]
+        model.evaluate(valid, callbacks=[callback_class(10)], verbose=0)
+        assert same(before, [state.numpy() for state in state_variables(model)]) == kept
+        probe = Probe()
+        model.fit(train, steps_per_epoch=4, epochs=1, validation_data=valid, shuffle=False, verbose=0,
+                  callbacks=[probe, callback_class(10)])
+        assert any(np.abs(v).max() > 0 for v in probe.before)
+        assert same(probe.before, probe.after) == kept
+
+
+# --------------------------------------------------------------------------- round 12: windows_per_row, the room helper
+
+
+def _notebook_code_lines(prefix):
+    """The lines of the notebook's code cells that start (unindented) with ``prefix``, comments removed."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    found = [line.split("#")[0].strip() for cell in cells for line in cell.splitlines() if line.startswith(prefix)]
+    return found, cells
+
+
+def test_the_notebooks_builders_return_the_batches_in_one_pass_and_no_cell_counts_them_by_hand():
+    # A reader (round 11): the notebook gave StatefulResets len(train_batches) and then advised repeat=True with
+    # steps_per_epoch=K, where len() raises TypeError ("The dataset is infinite"). Round 12 counted windows_per_row by
+    # hand, one line per builder, with two formulas a learner could mix up (a reader, round 14: resets would land in
+    # the wrong places silently). Since round 14 the builders return (dataset, windows_per_row): the code that cuts
+    # the rows counts them, repeated or not, and every top-level windows_per_row comes from a builder call.
+    ptb_dataset = notebook_function("ptb_dataset")
+    series_dataset = notebook_function("series_dataset")
+    map_dataset = notebook_function("map_dataset")
+    for n, batch_size, num_steps in [(70, 4, 5), (1000, 8, 10), (97, 3, 7), (31, 1, 29), (3200, 8, 10), (60, 4, 5)]:
+        ids = np.arange(n)
+        for build in (ptb_dataset, map_dataset):
+            dataset, windows_per_row = build(ids, batch_size, num_steps)
+            assert windows_per_row == len(list(dataset)) == batching.ptb_layout(n, batch_size, num_steps).epoch_size
+            repeated, same = build(ids, batch_size, num_steps, repeat=True)
+            assert same == windows_per_row
+            with pytest.raises(TypeError, match="infinite"):
+                len(repeated)  # the trap the old len() line met
+        x, y = np.zeros((n, 3), "float32"), np.zeros((n, 1), "float32")
+        dataset, windows_per_row = series_dataset(x, y, batch_size, num_steps)
+        assert windows_per_row == len(list(dataset)) == n // batch_size // num_steps
+    _, cells = _notebook_code_lines("")
+    top_level = [line.split("#")[0].strip() for cell in cells for line in cell.splitlines() if line[:1].strip()]
+    counted = [line for line in top_level if re.match(r"[\w, ]*windows_per_row\s*=", line)]
+    assert counted and all(re.search(r"= (ptb|series|map)_dataset\(", line) for line in counted), counted
+    assert not any("StatefulResets(len(" in cell or "ForgetsTrainingState(len(" in cell for cell in cells)
+
+
+def test_the_notebooks_rows_follow_is_true_for_the_builders_and_false_when_the_rows_break():
+    # The recipe ends with rows_follow(train, x): row s of the batches, read in order, is the s-th stretch of x.
+    # True for both builders on several layouts (text and a series with features); False for the obvious cut, for
+    # shuffled batches, and for rows in another order.
+    ptb_dataset = notebook_function("ptb_dataset")
+    series_dataset = notebook_function("series_dataset")
+    rows_follow = notebook_function("rows_follow")
+    for n, batch_size, num_steps in [(70, 4, 5), (97, 3, 7), (1000, 8, 10), (31, 1, 29)]:
+        ids = np.random.default_rng(n).integers(0, 50, size=n)
+        assert rows_follow(ptb_dataset(ids, batch_size, num_steps)[0], ids)
+        x = np.random.default_rng(n).normal(size=(n, 3)).astype("float32")
+        assert rows_follow(series_dataset(x, x[:, :1], batch_size, num_steps)[0], x)
+    positions = np.arange(70)
+    obvious = tf.data.Dataset.from_tensor_slices(positions).batch(5, drop_remainder=True).batch(4, drop_remainder=True)
+    assert not rows_follow(obvious.map(lambda x: (x, x)), positions)
+    dataset, _ = ptb_dataset(positions, 4, 5)
+    assert not rows_follow(dataset.skip(1).concatenate(dataset.take(1)), positions)  # batches 1, 2, 0
+    assert not rows_follow(dataset.map(lambda x, y: (tf.reverse(x, [0]), y)), positions)
+
+
+@pytest.mark.parametrize("steps_per_epoch", [2, 3, 5])
+def test_the_notebooks_callback_on_a_repeated_dataset_with_steps_per_epoch_resets_only_where_the_rows_jump(
+        steps_per_epoch):
+    # The notebook's recipe, variant 2: fit(dataset.repeat(), steps_per_epoch=K, validation_data=...) with
+    # StatefulResets(windows_per_row), windows_per_row from the notebook's ptb_dataset. The state is zero exactly before the
+    # batches that start a row again (read from the data: x[:, 0] is each row's first token), and between any other
+    # two batches nothing changes it, validation included (here after every K batches, mid-pass when K < 3).
+    ptb_dataset = notebook_function("ptb_dataset")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    state_variables = notebook_function("state_variables", "stateful_layers")
+    repeated, windows_per_row = ptb_dataset(np.arange(70), 4, 5, repeat=True)  # the count from the builder
+    assert windows_per_row == 3
+    epochs = 4
+    total = steps_per_epoch * epochs
+    row_starts = [g for g, (x, _) in enumerate(repeated.take(total)) if np.array_equal(x[:, 0], np.arange(4) * 17)]
+    assert row_starts == list(range(0, total, windows_per_row))
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input(batch_shape=(4, 5), dtype="int32"), keras.layers.Embedding(80, 4),
+                              keras.layers.LSTM(6, return_sequences=True, stateful=True), keras.layers.Dense(80)])
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.predict_on_batch(np.ones((4, 5), "int32"))  # a state that is not zero before the fit
+
+    class Probe(keras.callbacks.Callback):  # listed after StatefulResets: sees the state each batch starts from
+        seen, zero, changed, last = 0, [], [], None
+
+        def on_train_batch_begin(self, batch, logs=None):
+            now = [state.numpy() for state in state_variables(self.model)]
+            if all(not np.any(v) for v in now):
+                self.zero.append(self.seen)
+            elif self.last is not None and not all(np.array_equal(a, b) for a, b in zip(now, self.last)):
+                self.changed.append(self.seen)
+            self.seen += 1
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.last = [state.numpy() for state in state_variables(self.model)]
+
+    probe = Probe()
+    valid, _ = ptb_dataset(np.arange(70, 150) % 80, 4, 5)
+    history = model.fit(repeated, steps_per_epoch=steps_per_epoch, epochs=epochs, validation_data=valid,
+                        callbacks=[StatefulResets(windows_per_row), probe], shuffle=False, verbose=0)
+    assert len(history.history["val_loss"]) == epochs  # validated after every Keras epoch of K batches
+    assert probe.zero == row_starts and probe.changed == []
+
+
+def test_room_series_is_a_first_order_lag_of_its_readings_and_the_same_for_the_same_seed():
+    # The notebook's simulated room left the notebook for this helper (round 12): the same series as before.
+    x, y = batching.room_series()
+    assert x.shape == (4000, 3) and y.shape == (4000, 1) and x.dtype == y.dtype == np.float32
+    outside, heater, window = x[:, 0].astype("float64"), x[:, 1], x[:, 2]
+    assert set(np.unique(heater)) == {0.0, 1.0} and set(np.unique(window)) == {0.0, 1.0}
+    assert np.all(heater.reshape(-1, 40) == heater.reshape(-1, 40)[:, :1])  # on or off for 40 minutes at a time
+    assert np.all(window.reshape(-1, 25) == window.reshape(-1, 25)[:, :1])  # open or shut for 25 minutes
+    room = y[:, 0].astype("float64")
+    leak = np.where(window[1:] == 1, 0.3, 0.1)
+    step = leak * (outside[1:] - room[:-1]) + 0.05 * heater[1:]
+    assert y[0, 0] == 0 and np.abs(room[1:] - room[:-1] - step).max() < 1e-5  # float32 rounding only
+    assert round(float(y[3200:3300].var()), 3) == 0.094  # the variance the notebook quotes
+    again, same = batching.room_series()
+    assert np.array_equal(again, x) and np.array_equal(same, y)
+    other, _ = batching.room_series(seed=1)
+    assert not np.array_equal(other, x)
+    short_x, short_y = batching.room_series(57)  # any length: the last on/off run cut short
+    assert short_x.shape == (57, 3) and short_y.shape == (57, 1)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"n_minutes": 1}, ValueError, "n_minutes must be >= 2"),
+    ({"n_minutes": 100.0}, TypeError, "n_minutes must be an int"),
+    ({"seed": -1}, ValueError, "seed must be >= 0"),
+    ({"seed": "0"}, TypeError, "seed must be an int"),
+])
+def test_room_series_bad_inputs_name_the_argument(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        batching.room_series(**kwargs)
+
+
+def _docs_block(heading):
+    """The first ```python block under ``heading`` in docs/batching.md."""
+    from tests.notebook_answers import ROOT
+
+    text = (ROOT / "docs" / "batching.md").read_text(encoding="utf-8")
+    section = text[text.index(heading):]
+    return section[section.index("```python\n") + 10:section.index("\n```", section.index("```python\n"))]
+
+
+def test_the_docs_gradienttape_loop_validates_mid_pass_without_changing_training(capsys):
+    # The GradientTape copy left the notebook in round 12 for docs/batching.md. Run on a small room series with the
+    # notebook's functions: it prints loss and val_loss after every 20 batches, and its weights equal those of the
+    # same loop without validation (training goes on from its own state); without the restore, they differ.
+    code = _docs_block("## A GradientTape loop")
+    assert "if k % 20 == 19:" in code and "state.assign(value)" in code
+    series_dataset = notebook_function("series_dataset")
+    room_model = notebook_function("room_model")
+    features, temperature = batching.room_series(400)
+    needs = {"np": np, "tf": tf, "keras": keras, "room_model": room_model, "BATCH_SIZE": 2, "NUM_STEPS": 5,
+             "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers"),
+             "state_variables": notebook_function("state_variables", "stateful_layers"),
+             "train": series_dataset(features[:320], temperature[:320], 2, 5)[0],
+             "val": series_dataset(features[320:], temperature[320:], 2, 5)[0], "windows_per_row": 32}
+
+    def weights_after(source):
+        scope = dict(needs)
+        exec(compile(source, "docs/batching.md", "exec"), scope)  # noqa: S102 - our own docs
+        return [w.copy() for w in scope["looped"].get_weights()]
+
+    validated = weights_after(code)
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in printed] == ["after batch 19", "after batch 39", "after batch 59"]
+    assert all("val_loss" in line for line in printed)
+    unvalidated = weights_after(code.replace("if k % 20 == 19:", "if False:"))
+    forgetting = weights_after(code.replace("state.assign(value)", "pass"))
+    assert all(np.array_equal(a, b) for a, b in zip(validated, unvalidated))
+    assert not all(np.array_equal(a, b) for a, b in zip(validated, forgetting))
+
+
+# --------------------------------------------------------------------------- round 13: steps_per_execution, the loop by hand
+
+
+def _notebook_cell(marker):
+    """The source of the notebook's one code cell that holds ``marker``."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" and marker in c.source]
+    assert len(cells) == 1, f"{path.name}: {len(cells)} code cells hold {marker!r}"
+    return cells[0]
+
+
+def test_keras_calls_on_train_batch_begin_once_per_execution_which_is_why_the_callback_refuses_it():
+    # The notebook says so: with compile(steps_per_execution=N), fit calls on_train_batch_begin once per N batches
+    # (with the first batch's index), so a callback that counts calls cannot reset before a batch inside an execution.
+    calls = []
+
+    class Spy(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            calls.append(batch)
+
+    model = _named_lstm_model()
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=3)
+    model.fit(batching.ptb_batches(np.arange(100) % 20, 2, 3, repeat=True), steps_per_epoch=9, epochs=1,
+              callbacks=[Spy()], shuffle=False, verbose=0)
+    assert calls == [0, 3, 6]
+
+
+@pytest.mark.parametrize("steps_per_execution", [2, 5])
+def test_the_notebooks_stateful_resets_refuses_steps_per_execution_before_training_changes_anything(
+        steps_per_execution):
+    # A reader (round 12): with steps_per_execution > 1 the callback would reset in the wrong places, silently.
+    # It now raises in on_train_begin, naming the setting, before the first batch: weights, state, optimizer unchanged.
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    state_variables = notebook_function("state_variables", "stateful_layers")
+    model = _named_lstm_model()
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=steps_per_execution)
+    model.predict_on_batch(np.ones((2, 3), "int32"))  # a state that is not zero
+    weights = [w.copy() for w in model.get_weights()]
+    state = [v.numpy() for v in state_variables(model)]
+    data = batching.ptb_batches(np.arange(100) % 20, 2, 3, repeat=True)
+    with pytest.raises(ValueError, match=f"steps_per_execution=1\\), got {steps_per_execution}"):
+        model.fit(data, steps_per_epoch=10, epochs=1, callbacks=[StatefulResets(5)], shuffle=False, verbose=0)
+    assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights()))
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(state, state_variables(model)))
+    assert int(model.optimizer.iterations.numpy()) == 0
+    model.compile(keras.optimizers.Adam(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(data, steps_per_epoch=10, epochs=1, callbacks=[StatefulResets(5)], shuffle=False, verbose=0)  # 1: trains
+
+
+def _room_recipe_scope():
+    """The notebook's series_dataset and its recipe cell, run on the room series with 8 rows of 40 minutes
+    (10 batches per pass, so the test is quick); returns the cell's names."""
+    scope = {"np": np, "tf": tf, "keras": keras, "BATCH_SIZE": 8, "NUM_STEPS": 40,
+             "StatefulResets": notebook_function("StatefulResets", *_STATEFUL_HELPERS),
+             "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers"),
+             "state_variables": notebook_function("state_variables", "stateful_layers"),
+             "series_dataset": notebook_function("series_dataset"), "rows_follow": notebook_function("rows_follow")}
+    scope["features"], scope["temperature"] = batching.room_series()
+    exec(compile(_notebook_cell("def room_model("), "recipe", "exec"), scope)  # noqa: S102 - our own notebook
+    assert scope["windows_per_row"] == 10 and len(scope["room_history"].history["val_loss"]) == 3
+    return scope
+
+
+def test_the_notebooks_gradienttape_loop_reaches_the_weights_of_fit_with_stateful_resets(capsys):
+    # The loop under the recipe does the callback's work by hand (a reset before each pass and before validation):
+    # it ends with the recipe's weights and prints the recipe's val_loss; without the reset at a pass's start, not.
+    scope = _room_recipe_scope()
+    code = _notebook_cell("def train_step(")
+    capsys.readouterr()
+    exec(compile(code, "gradienttape loop", "exec"), dict(scope))  # noqa: S102
+    printed = capsys.readouterr().out.splitlines()
+    recipe = [f"{v:.3f}" for v in scope["room_history"].history["val_loss"]]
+    assert [line.split("val_loss ")[1] for line in printed[:3]] == recipe
+    assert printed[3] == "the same weights as the recipe's fit: True"
+    pass_start = "    reset_stateful_layers(looped)                          # a pass starts"
+    assert pass_start in code
+    exec(compile(code.replace(pass_start, "    pass  # "), "no reset", "exec"), dict(scope))  # noqa: S102
+    assert capsys.readouterr().out.splitlines()[3] == "the same weights as the recipe's fit: False"
+
+
+def test_the_notebooks_k_batch_run_validates_mid_pass_and_after_each_pass_matches_the_recipe():
+    # The steps_per_epoch=K cell: K = half a pass, val_loss twice per pass; every second value (after a whole pass)
+    # is the recipe's, and the weights end equal: validating in the middle of a pass left training unchanged.
+    scope = _room_recipe_scope()
+    exec(compile(_notebook_cell("steps_per_epoch=K"), "K batches", "exec"), scope)  # noqa: S102
+    assert scope["K"] == 5
+    stepped = scope["stepped_history"].history["val_loss"]
+    assert len(stepped) == 6 and stepped[1::2] == scope["room_history"].history["val_loss"]
+    assert stepped[0::2] != stepped[1::2]  # mid-pass values: another point of training
+    assert all(np.array_equal(a, b) for a, b in zip(scope["stepped"].get_weights(), scope["trained"].get_weights()))

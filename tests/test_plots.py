@@ -253,42 +253,102 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     layout = ptb_layout(70, batch_size=4, num_steps=5)
     fig = plots.ptb_grid(layout)
     ax = fig.axes[0]
-    labels = {t.get_text() for t in ax.texts}
-    assert {str(p) for p in range(68)} <= labels and not {"68", "69"} & labels  # the 4 x 17 grid, nothing beside it
-    assert ax.get_title() == "70 tokens in 4 rows of 17 (tokens 68–69 dropped), read 5 at a time"  # short
-    assert {"y\nonly", "never\nread"} <= labels  # the last two columns say what they are
-    headers = [t for t in ax.texts if t.get_text().startswith("x of batch ")]
-    assert len(headers) == 3 and all(t.get_position()[1] < -1 for t in headers)  # a band each, high above the grid
-    assert [t.get_text() for t in headers] == [f"x of batch {k}: a [4, 5] tensor\ny = x shifted by one token"
-                                               for k in range(3)]  # one tensor each, and y for the whole batch;
-    # no "(and 3, 6, …)": the jump-back line under the grid says batch 3 is window 0 again
+    labels = [t.get_text() for t in ax.texts]
+    assert {str(p) for p in range(70)} <= set(labels)  # the 4 x 17 grid and the 2 dropped tokens, all drawn
+    assert ax.get_title() == "70 tokens in 4 rows of 17, read 5 at a time"  # short; the dropped tokens are drawn
+    dropped = next(t for t in ax.texts if "dropped" in t.get_text())
+    assert dropped.get_text() == "68–69 dropped: too few for another row of 17"
+    rows = [a.get_position()[1] - 0.5 for a in ax.get_yticklabels()]  # the top of each row of tokens
+    pitch = rows[1] - rows[0]
+    assert dropped.get_position()[1] > rows[3] + 1.7  # under the last row (and its y strip), where the stream goes on
+    # a reader (round 12): the bands said "x and y" but spanned x's columns only; now they say what y is
+    headers = [t for t in ax.texts if t.get_text().startswith("batch ") and "tensor" in t.get_text()]
+    assert [t.get_text() for t in headers] == [f"batch {k}: x, a [4, 5] tensor\n(y: the same, shifted by one)"
+                                               for k in range(3)]
+    assert all(t.get_position()[1] < -0.3 for t in headers)  # a band each, above the grid
+    # y is drawn: under every row, each batch's window again one token to the right (a reader: "y never drawn")
+    strips = [t.get_text() for t in ax.texts if t.get_text().startswith("y: ")]
+    assert len(strips) == 4 * 3 and strips[:3] == ["y: 1–5", "y: 6–10", "y: 11–15"] and "y: 62–66" in strips
     arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
-    carried = [a for a in arrows if a.arrow_patch.get_linestyle() != "solid"]  # dashed: state carried, gradient cut
-    assert sorted({round(a.xy[0] - 0.45) for a in carried}) == [5, 10] and len(carried) == 2 * 4
-    assert len(arrows) - len(carried) == 3 * 4 and all(a.xy[0] < 15 for a in arrows)  # one solid arrow per window
-    jump = next(t for t in ax.texts if t.get_text().startswith("after batch 2 the pass ends; batch 3 is window 0 of every"))
-    assert "reset the state" in jump.get_text() and jump.get_position()[1] > 4  # under the grid
-    assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side: the sentence says it
-    into_rows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] < 0.5]
-    assert sorted(a.xy[1] for a in into_rows) == [0.5, 1.5, 2.5, 3.5]  # the jump back reaches every row, not one
-    bracket = next(t for t in ax.texts if t.get_text() == "y of batch 0, row 0: tokens 1–5")
-    x, y = bracket.get_position()
-    assert -1 < y < 0 and 0 < x < 5  # over row 0, below the batch bands, centred over batch 0's columns
-    notes = [t for t in ax.texts if t.get_text() in ("y\nonly", "never\nread")]
-    assert len(notes) == 2 and all(t.get_position()[1] < -1 for t in notes)  # over their columns, at the bands' height,
-    assert len(ax.patches) == 4 * 17 + 3  # but no box: only the 68 tokens and the 3 batch bands are boxes
-    assert not any(p.get_linestyle() == "--" for p in ax.patches)  # no dashed box over the coloured windows
+    in_grid = [a for a in arrows if a.xy[0] < 17]
+    assert all(a.arrow_patch.get_linestyle() != "solid" for a in in_grid)  # only the state's arrows: dashed
+    assert sorted({round((a.xy[0] + a.xyann[0]) / 2) for a in in_grid}) == [5, 10] and len(in_grid) == 2 * 4
+    assert all(a.xy[0] - a.xyann[0] > 1.5 for a in in_grid)  # a reader: "small, on cell borders, easy to miss"
+    # a reader (round 12): "dashed arrows sit on top of token numbers": they run in a lane under each row, above y
+    strip_tops = [p.get_y() - s * pitch for s in range(4) for p in ax.patches if abs(p.get_height() - 0.3) < 1e-9
+                  and rows[s] < p.get_y() < rows[s] + pitch]
+    assert strip_tops and all(1.0 < a.xy[1] % pitch < min(strip_tops) for a in in_grid)
+    # the next pass: an arrow from the end of every row (not one row) into what it reads next, its own window 0
+    jumps = [a for a in arrows if a.xy[0] > 17]
+    assert sorted(a.xy[1] for a in jumps) == pytest.approx([top + 0.5 for top in rows])
+    assert all(a.xyann[0] > 16.9 for a in jumps)
+    assert {"0–4", "17–21", "34–38", "51–55"} <= set(labels)
+    assert "with repeat=True,\nbatch 3: window 0 again:\nreset the state" in labels  # says when it happens
+    assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side
+    assert not any("never" in text or "only" in text for text in labels)  # in the grid: fewer words, the legend says
+    # the tokens, 12 y strips, 3 batch bands, 4 next windows, 2 dropped tokens, 4 row panels
+    assert len(ax.patches) == 4 * 17 + 4 * 3 + 3 + 4 + 2 + 4
+    # a reader (round 13): "unsure which row a y strip belongs to": a grey panel holds each row, its arrows and its
+    # strip, and the strip sits nearer its own row than the next one
+    panels = sorted((p for p in ax.patches if p.get_facecolor()[:3] == matplotlib.colors.to_rgb("#ececec")),
+                    key=lambda p: p.get_y())
+    assert len(panels) == 4 and all(p.get_zorder() < 1 for p in panels)
+    for s, panel in enumerate(panels):
+        strips_of_row = [p for p in ax.patches if abs(p.get_height() - 0.3) < 1e-9 and rows[s] < p.get_y() < rows[s] + pitch]
+        assert len(strips_of_row) == 3
+        assert all(panel.get_y() < rows[s] and p.get_y() + 0.3 < panel.get_y() + panel.get_height() for p in strips_of_row)
+        if s + 1 < 4:
+            assert panel.get_y() + panel.get_height() < panels[s + 1].get_y()  # a gap between the panels
+            assert strips_of_row[0].get_y() - (rows[s] + 1) < rows[s + 1] - (strips_of_row[0].get_y() + 0.3)
+    dashed = [p for p in ax.patches if p.get_linestyle() == "--"]
+    assert len(dashed) == 4 and all(p.get_x() > 17 for p in dashed)  # only the next pass's windows are dashed
     key = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(key) == 4 and any("only ever a target" in k for k in key) and "gradient is cut" in key[1]
-    assert any(k.startswith("never read: too few tokens left") for k in key)  # says why, not only that
-    assert not any(getattr(h, "get_hatch", lambda: None)() for h in ax.get_legend().legend_handles)  # no hatch:
-    # the crossed-out cells have a single slash, and so does their key
-    assert "(token 68 dropped), read 5 at a time" in plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0].get_title()
-    assert "dropped" not in plots.ptb_grid(ptb_layout(68, 4, 5)).axes[0].get_title()
+    # a reader: the struck-through last column had no caption, and token 15 was white with no key
+    assert key == ["the state, carried to the next batch (the gradient is not)",
+                   "15, 32, 49, 66: white, a target only (the last y of each row)",
+                   "16, 33, 50, 67: crossed out, never read (too few for another window)"]
+    crossed = [line for line in ax.lines if line.get_color() == "#999999"]
+    assert len(crossed) == 4 + 2  # token 16 of every row is never read; 68 and 69 are dropped
+    one = plots.ptb_grid(ptb_layout(69, 4, 5)).axes[0]
+    assert any(t.get_text() == "68 dropped: too few for another row of 17" for t in one.texts)
+    full = plots.ptb_grid(ptb_layout(64, 4, 5)).axes[0]  # rows of 16: every token read, no "never read" key
+    assert [t.get_text()[:14] for t in full.get_legend().get_texts()][1:] == ["15, 31, 47, 63"]
+    many = plots.ptb_grid(ptb_layout(80, 4, 5)).axes[0]  # rows of 20, 3 windows: 15 only a target, 16-19 unread
+    assert many.get_legend().get_texts()[2].get_text().startswith("16, 17, 18, 19, ...: crossed out")
+    none = plots.ptb_grid(ptb_layout(68, 4, 5)).axes[0]
+    assert not any("dropped" in t.get_text() for t in none.texts) and "dropped" not in none.get_title()
     faces = {patch.get_facecolor()[:3] for patch in ax.patches}
     assert len(faces & {matplotlib.colors.to_rgb(c) for c in ("#d62728", "#2ca02c")}) < 2  # not red next to green
     with pytest.raises(ValueError, match="at most"):
         plots.ptb_grid(ptb_layout(200, batch_size=2, num_steps=5))
+
+
+def test_reading_losses_draws_the_stateful_model_three_ways_and_the_plain_baseline_from_zero():
+    # Readers: the middle bar read as "a stateless model"; two panels repeated the "as trained" pair; the axis started
+    # at 1; no units; the training text's bars (first 30 batches) were not like-for-like with the held-out ones; no
+    # stateless baseline (round 13: "is the state worth it?"). Now: the held-out text only, the stateful model read three
+    # ways (blue) and a plain LSTM trained without state (grey), from 0, each labelled, the unit on the axis.
+    import matplotlib.colors
+    import pytest
+
+    losses = {"carried": 1.83, "reset": 2.0, "shuffled": 2.08, "plain": 1.99}
+    fig = plots.reading_losses(losses)
+    (ax,) = fig.axes
+    ticks = [label.get_text() for label in ax.get_xticklabels()]
+    assert ticks == ["stateful LSTM:\nin order,\nstate carried\n(as trained)",
+                     "the same model:\nin order,\nstate reset\nbefore every batch",
+                     "the same model:\nbatches shuffled,\nstate carried",
+                     "plain LSTM\n(stateful=False),\ntrained as usual"]
+    assert [round(p.get_height(), 2) for p in ax.patches] == [1.83, 2.0, 2.08, 1.99]
+    assert [t.get_text() for t in ax.texts] == ["1.83", "2.00", "2.08", "1.99"]  # every bar labelled
+    faces = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
+    assert faces[0] == faces[1] == faces[2] != faces[3]  # one model in one colour, the baseline another
+    assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] > 2.08
+    assert "Held-out" in ax.get_title() and ax.get_legend() is None
+    label = ax.get_ylabel()
+    assert "in nats" in label and "−ln p(next character)" in label and "lower is better" in label
+    with pytest.raises(ValueError, match="plain"):
+        plots.reading_losses({"carried": 1.0, "reset": 2.0, "shuffled": 2.1})
 
 
 # --------------------------------------------------------------------------- 04 validation queues

@@ -11,6 +11,7 @@ out the window index, so one tensor ``x`` gave a new batch at every ``session.ru
 * Layout: :func:`ptb_layout` (stream length, batches per epoch, tokens left unused), :func:`as_token_ids`.
 * Pipeline: :func:`ptb_batches` (tf.data). The TF1 queue version is :class:`helpers.tf1.QueuePipeline`.
 * Stateful RNNs: :func:`reset_stateful` (Keras 3 models have no ``reset_states``), :func:`stream_loss`.
+* A series with several features and its own targets: :func:`room_series` (a simulated room).
 * Cost: :func:`batch_checksum` and :class:`Checksum` (a stand-in for a training step; defined in
   :mod:`helpers.checksum`, importable from here).
 """
@@ -37,6 +38,7 @@ __all__ = [
     "Layout", "ptb_layout", "as_token_ids",
     "ptb_batches",
     "reset_stateful", "stream_loss",
+    "room_series",
     "batch_checksum", "Checksum",
 ]
 
@@ -375,3 +377,34 @@ def stream_loss(model: keras.Model, dataset: tf.data.Dataset, *, reset_every_bat
     if not losses:
         raise ValueError("dataset is empty: it holds no batch")
     return float(np.mean(losses))
+
+
+# --------------------------------------------------------------------------- a series of several features
+
+
+def room_series(n_minutes: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A simulated room, one step per minute: ``x`` ``[n_minutes, 3]`` readings and ``y`` ``[n_minutes, 1]``.
+
+    The three readings are the outside temperature (a slow sine plus noise, already scaled), the
+    heater (on or off for 40 minutes at a time) and the window (open, one time in five, for 25
+    minutes at a time). The target is the room's temperature: each minute it moves a tenth of the
+    way towards the outside temperature (three tenths with the window open) and the heater adds 0.05.
+    So it depends on a long history of readings, which a stateful RNN carries from batch to batch.
+    Both arrays are float32; the same ``seed`` gives the same series.
+
+    >>> x, y = room_series(1000)
+    >>> x.shape, y.shape, x.dtype.name
+    ((1000, 3), (1000, 1), 'float32')
+    """
+    n_minutes = require_int("n_minutes", n_minutes, minimum=2)
+    seed = require_int("seed", seed, minimum=0)
+    rng = np.random.default_rng(seed)
+    outside = np.sin(np.arange(n_minutes) * 2 * np.pi / 500) + rng.normal(0, 0.1, n_minutes)
+    heater = (rng.random(-(-n_minutes // 40)) < 0.5).repeat(40)[:n_minutes]
+    window = (rng.random(-(-n_minutes // 25)) < 0.2).repeat(25)[:n_minutes]
+    room = np.zeros(n_minutes)
+    for t in range(1, n_minutes):
+        leak = 0.3 if window[t] else 0.1
+        room[t] = room[t - 1] + leak * (outside[t] - room[t - 1]) + 0.05 * heater[t]
+    x = np.stack([outside, heater, window], axis=1).astype("float32")
+    return x, room[:, None].astype("float32")

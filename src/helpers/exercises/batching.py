@@ -6,13 +6,14 @@ in ``raw_ids`` of the inputs ``x`` of batch ``k`` (counted from 0 across epochs,
 while ``fn`` runs, the pipelines are hidden (``ptb_batches``, iterating any ``tf.data.Dataset``, the
 TF1 producer and sessions), and one layout has 10**15 tokens, more than any pipeline can hold.
 
-``check_reset_callback(fn)``: ``fn(epoch_size)`` must return a Keras callback that resets a model's
+``check_reset_callback(fn)``: ``fn(windows_per_row)`` must return a Keras callback that resets a model's
 stateful RNN layers exactly before the batches where the rows jump back to their start (every
-``epoch_size`` batches of a repeated ``ptb_batches`` stream), whatever ``steps_per_epoch`` ``fit`` uses.
+``windows_per_row`` batches of a repeated ``ptb_batches`` stream), whatever ``steps_per_epoch`` ``fit`` uses,
+also when the fit resumes a run (``initial_epoch`` > 0, the stream skipped to where the run stopped).
 
 The expected positions come from the real producer run inside the check (and, for the stream no
 pipeline can hold, from a predicate on the layout); nothing here returns them for given arguments.
-Fixtures for the hidden tests: :func:`positions_of` (the learner's positions, pipelines hidden) and
+Fixtures for the hidden tests: :func:`positions_of` (the learner's positions, pipelines hidden),
 :func:`stateful_model` and :func:`zero_state_batches` (where a fit with the learner's callback
 started from a zero state).
 """
@@ -87,7 +88,8 @@ def _pipelines_hidden(name: str, used: list[str]) -> Iterator[None]:
 
     saved = []
     for owner, attr, label in targets:
-        saved.append((owner, attr, owner.__dict__.get(attr, _MISSING) if isinstance(owner, type) else getattr(owner, attr)))
+        original = owner.__dict__.get(attr, _MISSING) if isinstance(owner, type) else getattr(owner, attr)
+        saved.append((owner, attr, original))
         setattr(owner, attr, blocker(label))
     try:
         yield
@@ -212,8 +214,9 @@ def check_batch_positions(fn: Callable[[int, int, int, int], Any]) -> None:
 # --------------------------------------------------------------------------- exercise 2: where to reset
 
 
-# (epoch_size, steps_per_epoch, epochs): Keras epochs shorter, then longer, than a pass through the data.
-_FITS = [(5, 3, 5), (4, 6, 2)]
+# (windows_per_row, steps_per_epoch, epochs, initial_epoch): a fresh fit whose Keras epochs are shorter than a pass,
+# then two fits that resume a run (the stream skipped to where it stopped), with shorter and longer Keras epochs.
+_FITS = [(5, 3, 5, 0), (5, 3, 4, 2), (4, 6, 2, 1)]
 _STREAM = (2, 3)  # batch_size, num_steps of the checker's data
 
 
@@ -233,17 +236,20 @@ def stateful_model(batch_size: int, num_steps: int) -> Any:
     return model
 
 
-def zero_state_batches(model: Any, callback: Any, epoch_size: int, steps_per_epoch: int, epochs: int,
-                       seed: int | None = None) -> list[int]:
-    """Train ``model`` (a :func:`stateful_model`) with ``callback`` then a spy on a repeated stream of ``epoch_size`` batches; the global batches at whose start the LSTM's
-    state is zero."""
+def zero_state_batches(model: Any, callback: Any, windows_per_row: int, steps_per_epoch: int, epochs: int,
+                       seed: int | None = None, initial_epoch: int = 0) -> list[int]:
+    """Train ``model`` (a :func:`stateful_model`) with ``callback`` then a spy on a repeated stream of
+    ``windows_per_row`` batches, for ``epochs`` Keras epochs of ``steps_per_epoch`` batches. With
+    ``initial_epoch`` > 0 the fit resumes a run: ``fit(stream.skip(initial_epoch * steps_per_epoch),
+    initial_epoch=initial_epoch, epochs=initial_epoch + epochs)``. Returns the batches of this fit (counted
+    from 0) at whose start the LSTM's state is zero; the state is zero before the fit."""
     import keras
 
     batching = _genuine_batching()
     batch_size, num_steps = _STREAM
-    n_tokens = batch_size * (epoch_size * num_steps + 1)
-    ids = np.random.default_rng(epoch_size if seed is None else seed).integers(0, 30, size=n_tokens)
-    stream = batching.ptb_batches(ids, batch_size, num_steps, repeat=True)
+    n_tokens = batch_size * (windows_per_row * num_steps + 1)
+    ids = np.random.default_rng(windows_per_row if seed is None else seed).integers(0, 30, size=n_tokens)
+    stream = batching.ptb_batches(ids, batch_size, num_steps, repeat=True).skip(initial_epoch * steps_per_epoch)
     lstm = model.layers[2]
     zero: list[int] = []
 
@@ -256,32 +262,46 @@ def zero_state_batches(model: Any, callback: Any, epoch_size: int, steps_per_epo
             Spy.seen += 1
 
     lstm.reset_state()
-    model.fit(stream, steps_per_epoch=steps_per_epoch, epochs=epochs, shuffle=False, verbose=0,
-              callbacks=[callback, Spy()])
+    model.fit(stream, steps_per_epoch=steps_per_epoch, initial_epoch=initial_epoch, epochs=initial_epoch + epochs,
+              shuffle=False, verbose=0, callbacks=[callback, Spy()])
     return zero
 
 
+def _wrap_arounds(windows_per_row: int, steps_per_epoch: int, epochs: int, initial_epoch: int = 0) -> list[int]:
+    """The batches of a fit (counted from 0) that start from a zero state when reset exactly where the rows
+    jump back: its first batch (the state is zero before the fit), then every batch whose place in the
+    whole stream is a multiple of ``windows_per_row``."""
+    first = initial_epoch * steps_per_epoch
+    return [j for j in range(steps_per_epoch * epochs) if j == 0 or (first + j) % windows_per_row == 0]
+
+
 def check_reset_callback(fn: Callable[[int], Any]) -> None:
-    """Train a stateful model with ``fn(epoch_size)`` and Keras epochs that do not match the data's passes;
-    the LSTM's state must be zero at the start of exactly the batches where the data wraps around."""
+    """Train a stateful model with ``fn(windows_per_row)`` and Keras epochs that do not match the data's passes,
+    in a fresh fit and in fits that resume a run; the LSTM's state must be zero at the start of exactly the
+    batches where the data wraps around."""
     import keras
 
     model = None
-    for epoch_size, steps_per_epoch, epochs in _FITS:
-        callback = call_learner(fn, epoch_size, name="reset_callback")
+    for windows_per_row, steps_per_epoch, epochs, initial_epoch in _FITS:
+        callback = call_learner(fn, windows_per_row, name="reset_callback")
         if isinstance(callback, type):
             raise CheckFailed("`reset_callback` returned a class: return an instance of it (add the parentheses)")
         expect(isinstance(callback, keras.callbacks.Callback),
                f"`reset_callback` must return a keras.callbacks.Callback, got {type(callback).__name__}")
         if model is None:
             model = stateful_model(*_STREAM)
-        zero = call_learner(zero_state_batches, model, callback, epoch_size, steps_per_epoch, epochs,
-                            name="your callback")
+        zero = call_learner(zero_state_batches, model, callback, windows_per_row, steps_per_epoch, epochs, None,
+                            initial_epoch, name="your callback")
         total = steps_per_epoch * epochs
-        wraps = list(range(0, total, epoch_size))
+        wraps = _wrap_arounds(windows_per_row, steps_per_epoch, epochs, initial_epoch)
         missing = [k for k in wraps if k not in zero]
         extra = [k for k in zero if k not in wraps]
-        setting = f"(epoch_size={epoch_size}, fit(steps_per_epoch={steps_per_epoch}, epochs={epochs}))"
+        first = initial_epoch * steps_per_epoch
+        setting = f"(windows_per_row={windows_per_row}, fit(steps_per_epoch={steps_per_epoch}, epochs={epochs}))"
+        if initial_epoch:
+            setting = (f"(windows_per_row={windows_per_row}, fit(stream.skip({first}), "
+                       f"steps_per_epoch={steps_per_epoch}, initial_epoch={initial_epoch}, "
+                       f"epochs={initial_epoch + epochs}))")
         keras_starts = set(range(steps_per_epoch, total, steps_per_epoch))
         keras_epochs = sorted(keras_starts & set(extra)) if keras_starts <= set(zero) else []
         if extra and len(extra) == total - len(wraps):
@@ -291,14 +311,18 @@ def check_reset_callback(fn: Callable[[int], Any]) -> None:
             raise CheckFailed(
                 f"{setting} your callback resets the state where a Keras epoch starts (batch {keras_epochs[0]}), "
                 "but with steps_per_epoch a Keras epoch is not a pass through the data, and there the rows "
-                "continue. (The `batch` argument also starts again at 0 in every Keras epoch: count the batches "
-                "yourself.)")
+                "continue. (The `batch` argument also starts again at 0 in every Keras epoch.)")
+        if initial_epoch and missing and zero == _wrap_arounds(windows_per_row, steps_per_epoch, epochs):
+            raise CheckFailed(
+                f"{setting} your callback counts the batches from the start of this fit, but this fit resumes a "
+                f"run: its batch 0 is batch {first} of the stream, so the rows jump back before its batch "
+                f"{missing[0]}. Keras tells a callback which epoch it is in, from initial_epoch on")
         if missing:
             raise CheckFailed(
-                f"{setting} the state was not reset before batch {missing[0]}: there every row jumps back to the "
-                "start of its stream, so the state carried over belongs to another passage")
+                f"{setting} the state was not reset before batch {missing[0]} of this fit: there every row jumps "
+                "back to the start of its stream, so the state carried over belongs to another passage")
         if extra:
-            raise CheckFailed(f"{setting} your callback resets the state before batch {extra[0]}, where every row "
-                              "continues the previous batch")
-    passed(f"your callback reset the state exactly where the data wraps around, in {len(_FITS)} fits whose "
-           "Keras epochs were shorter and longer than a pass through the data.")
+            raise CheckFailed(f"{setting} your callback resets the state before batch {extra[0]} of this fit, where "
+                              "every row continues the previous batch")
+    passed(f"your callback reset the state exactly where the data wraps around, in {len(_FITS)} fits: a fresh one "
+           "and two that resume a run, with Keras epochs shorter and longer than a pass through the data.")

@@ -8,11 +8,11 @@ computed in the notebook, where the learner can see it. Each function is smoke-t
 from helpers.plots._style import COLORS, apply_style, new_figure
 from helpers.plots.decoupling import held_vs_leaky
 from helpers.plots.accumulation import accumulation_memory, accumulation_windows
-from helpers.plots.batching import ptb_grid
-from helpers.plots.validation import reported_losses, validation_curve, validation_losses, validation_passes
+from helpers.plots.batching import ptb_grid, reading_losses
+from helpers.plots.validation import (keep_best_curve, reported_losses, validation_curve, validation_losses,
+                                      validation_passes)
 from helpers.plots.snapshots import snapshot_lag, snapshot_step_order
 
 __all__ = ["COLORS", "apply_style", "new_figure", "held_vs_leaky", "accumulation_memory",
-           "accumulation_windows", "ptb_grid", "reported_losses", "validation_curve", "validation_losses",
-           "validation_passes", "snapshot_lag",
-           "snapshot_step_order"]
+           "accumulation_windows", "ptb_grid", "reading_losses", "keep_best_curve", "reported_losses",
+           "validation_curve", "validation_losses", "validation_passes", "snapshot_lag", "snapshot_step_order"]

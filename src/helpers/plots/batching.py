@@ -1,40 +1,49 @@
-"""Notebook 03's figures (03 batch iteration); :mod:`helpers.plots` re-exports them."""
+"""Notebook 03's figures (03 batch iteration); :mod:`helpers.plots` re-exports both."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from helpers.plots._style import new_figure
+from helpers.plots._style import COLORS, new_figure
 
-__all__ = ["ptb_grid"]
+__all__ = ["ptb_grid", "reading_losses"]
 
 
-# Okabe and Ito's colour-blind-safe colours, with the text colour each needs: one per batch of an epoch.
+# Okabe and Ito's colour-blind-safe colours, with the text colour each needs: one per batch of a pass.
 _BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"),
                  ("#CC79A7", "black"), ("#56B4E9", "black"), ("#D55E00", "white"))
 # the state carried from one batch to the next (the gradient does not follow it back)
-_CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 1.8, "linestyle": (0, (2, 1.5)),
-                "mutation_scale": 14}
+_CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 3.2, "linestyle": (0, (2, 1.2)),
+                "mutation_scale": 28}
+_CARRY_REACH = 0.85  # the state arrow starts and ends this far (in cells) from the boundary between windows
+_LANE = 1.19  # the state arrows' lane: under the row of tokens, over its y strip (never over a number)
+_STRIP = 1.38  # the top of the strip of targets y
+_PANEL = (-0.14, 1.82)  # a grey panel behind each row, its arrows and its y strip: they belong together
+_PITCH = 2.16  # a row of tokens (height 1), the arrows' lane and the strip of its targets y, then a gap
+
+
+def _listed(tokens: list[str]) -> str:
+    """Tokens as a short list: at most five, then an ellipsis."""
+    return ", ".join(tokens) if len(tokens) <= 5 else ", ".join(tokens[:4]) + ", ..."
 
 
 def ptb_grid(layout: Any) -> Any:
     """The PTB layout as a grid: the stream cut into rows, each ``x`` window coloured by its batch.
 
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
-    with at most 6 batches per epoch. A cell holds the token's position in the stream. A coloured band
-    over each column of windows names its batch, one ``[batch_size, num_steps]`` tensor, and says that its
-    ``y`` is ``x`` shifted by one token. In each row a
-    solid arrow spans every window (the RNN's steps, through which the gradient flows back) and a dashed
-    arrow crosses each boundary between windows (the state carried to the next batch, the gradient cut:
-    truncated BPTT). A bracket in batch 0's colour, just over row 0 and under batch 0's band, marks
-    row 0's ``y`` in batch 0; the column that is only ever a target is grey, tokens never read are
-    crossed out, and both are named by plain text over them (no box: they are not batches); the
-    tokens the reshape drops are named in the title. A line from the end of the windows runs under the
-    grid and back up the left side, with an arrow into the start of every row, and the sentence under
-    the grid says it: after the last window every row jumps back to window 0 (reset the state). The
-    legend under the grid says why each mark is there. Colours are colour-blind safe.
+    with at most 6 batches per pass. A cell holds the token's position in the stream, coloured by the
+    batch whose ``x`` reads it. A grey panel holds each row with its ``y`` strip (so a strip visibly belongs
+    to the row above it, not to the next). Under every row a strip draws ``y``: each batch's window again, in its
+    colour, one token to the right (so the column after the last window is a target only: white). A band
+    over each column of windows names its batch and says that ``y`` is the same window shifted by one. In a
+    lane between each row and its ``y`` strip, a thick dashed arrow crosses each boundary between windows:
+    the state carried to the next batch (no arrow covers a number). Tokens never read are crossed out; the tokens the
+    reshape drops are drawn under the last row, where the stream goes on. The legend names the arrow,
+    the white column and the crossed-out one, with their tokens. Right of the grid,
+    dashed boxes in batch 0's colour show what every row reads next with ``repeat=True``: its own first
+    window again, where the state must be reset. Colours are colour-blind safe.
 
     >>> from helpers.batching import ptb_layout
     >>> type(ptb_grid(ptb_layout(70, 4, 5))).__name__
@@ -42,84 +51,141 @@ def ptb_grid(layout: Any) -> Any:
     """
     import matplotlib.pyplot as plt
     from matplotlib import patheffects
+    from matplotlib.legend_handler import HandlerBase
     from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Rectangle
 
-    b, n, length, epochs = layout.batch_size, layout.num_steps, layout.batch_len, layout.epoch_size
-    if epochs > len(_BATCH_COLORS):
-        raise ValueError(f"layout has {epochs} batches per epoch; the grid shows at most {len(_BATCH_COLORS)}")
-    fig, ax = new_figure(width=max(6.0, 0.55 * length + 2.5), height=0.8 * b + 3.8)
+    class Cell(HandlerBase):  # a legend key drawn like a cell of the grid: a white square, crossed out or not
+        def __init__(self, crossed: bool) -> None:
+            super().__init__()
+            self.crossed = crossed
+
+        def create_artists(self, legend, orig_handle, xdescent, ydescent, width, height, fontsize, trans):
+            side = height * 1.5
+            left, bottom = -xdescent + (width - side) / 2, -ydescent + (height - side) / 2
+            artists = [Rectangle((left, bottom), side, side, facecolor="white", edgecolor="black", linewidth=0.8,
+                                 transform=trans)]
+            if self.crossed:
+                xs = [left + 0.1 * side, left + 0.9 * side]
+                ys = [bottom + 0.1 * side, bottom + 0.9 * side]
+                artists.append(Line2D(xs, ys, color="#999999", linewidth=1, transform=trans))
+            return artists
+
+    b, n, length, passes = layout.batch_size, layout.num_steps, layout.batch_len, layout.epoch_size
+    if passes > len(_BATCH_COLORS):
+        raise ValueError(f"layout has {passes} batches per pass; the grid shows at most {len(_BATCH_COLORS)}")
+    dropped = list(range(b * length, layout.n_tokens))
+    last_target = passes * n  # the column that is only ever a target
+    next_left, next_width = length + 1.2, 2.6  # the column "next pass", right of the grid
+    fig, ax = new_figure(width=max(6.0, 0.55 * (next_left + next_width) + 1.5), height=0.72 * b * _PITCH + 2.4)
     ax.grid(False)
-    last_target = epochs * n  # the column that is only ever a target
 
     def box(x: float, y: float, width: float, height: float, face: str, ink: str, label: str,
-            size: float = 9, crossed: bool = False) -> None:
-        ax.add_patch(plt.Rectangle((x, y), width, height, facecolor=face, edgecolor="black", linewidth=0.8))
-        if crossed:
-            ax.plot([x + 0.1, x + 0.9], [y + 0.9, y + 0.1], color="#999999", linewidth=1)
-        ax.text(x + width / 2, y + height * 0.45, label, ha="center", va="center", fontsize=size, color=ink)
+            size: float = 9, edge: str = "black", style: str = "solid", alpha: float = 1.0) -> None:
+        ax.add_patch(plt.Rectangle((x, y), width, height, facecolor=face, edgecolor=edge, linewidth=0.8,
+                                   linestyle=style, alpha=alpha))
+        middle = y + height / 2
+        ax.text(x + width / 2, middle, label, ha="center", va="center", fontsize=size, color=ink)
 
     for s in range(b):
+        top = s * _PITCH
+        ax.add_patch(plt.Rectangle((-0.12, top + _PANEL[0]), length + 0.24, _PANEL[1] - _PANEL[0],
+                                   facecolor="#ececec", edgecolor="0.6", linewidth=0.8, zorder=0))
         for t in range(length):
             k = t // n if t < last_target else -1
-            face, ink = _BATCH_COLORS[k] if k >= 0 else ("#d9d9d9" if t == last_target else "white", "black")
-            box(t, s, 1, 1, face, ink, str(s * length + t), crossed=t > last_target)
-        for k in range(epochs):
-            # inside a window: the LSTM's steps, through which the gradient flows back (truncated BPTT)
-            ax.annotate("", xy=(k * n + n - 0.45, s + 0.84), xytext=(k * n + 0.1, s + 0.84),
-                        arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 1.4, "mutation_scale": 13})
-            if k + 1 < epochs:  # to the next batch: the state is carried over, the gradient is cut
-                carry = ax.annotate("", xy=(k * n + n + 0.45, s + 0.84), xytext=(k * n + n - 0.4, s + 0.84),
-                                    arrowprops=_CARRY_ARROW)
-                carry.arrow_patch.set_path_effects([patheffects.withStroke(linewidth=4.5, foreground="white")])
-    # a band over each column of windows names its batch (a column header, not a note)
-    band, band_height = -1.9, 0.85
-    for k in range(epochs):
+            face, ink = _BATCH_COLORS[k] if k >= 0 else ("white", "black" if t == last_target else "0.5")
+            box(t, top, 1, 1, face, ink, str(s * length + t))
+            if t > last_target:  # never read: neither in an x nor in a y
+                ax.plot([t + 0.1, t + 0.9], [top + 0.9, top + 0.1], color="#999999", linewidth=1)
+        for k in range(passes):  # y of batch k: its window one token later
+            face, ink = _BATCH_COLORS[k]
+            first = s * length + k * n + 1
+            box(k * n + 1.05, top + _STRIP, n - 0.1, 0.3, face, "black", f"y: {first}–{first + n - 1}", size=8,
+                alpha=0.6)
+            if k + 1 < passes:  # to the next batch: the state is carried over, the gradient is cut
+                edge = k * n + n
+                carry = ax.annotate("", xy=(edge + _CARRY_REACH, top + _LANE),
+                                    xytext=(edge - _CARRY_REACH, top + _LANE), arrowprops=_CARRY_ARROW)
+                carry.arrow_patch.set_path_effects([patheffects.withStroke(linewidth=6.5, foreground="white")])
+    band, band_height = -1.3, 0.95  # a band over each column of windows names its batch
+    for k in range(passes):
         face, ink = _BATCH_COLORS[k]
-        box(k * n + 0.05, band, n - 0.1, band_height, face, ink,
-            f"x of batch {k}: a [{b}, {n}] tensor\ny = x shifted by one token")
-    for x, note in [(last_target, "y\nonly"), (last_target + 1, "never\nread")][: length - last_target]:
-        width = 1 if x == last_target else length - last_target - 1   # plain text, no box: these are not batches
-        ax.text(x + width / 2, band + band_height / 2, note, ha="center", va="center", fontsize=8,
-                style="italic", color="0.3")
-    # y of batch 0 in row 0: x shifted by one token. A bracket in batch 0's colour just over the row, its label
-    # between it and batch 0's band, over batch 0's columns (a reader took the bracket for one spanning batches)
-    blue = _BATCH_COLORS[0][0]
-    ax.plot([1.1, 1.1, n + 0.9, n + 0.9], [-0.08, -0.3, -0.3, -0.08], color=blue, linewidth=2.2)
-    ax.text(n / 2 + 0.5, -0.55, f"y of batch 0, row 0: tokens 1–{n}", ha="center", va="center", fontsize=9,
-            style="italic", color=blue, fontweight="bold")
-    # after the last window, every row jumps back to window 0: from the end of the windows, under the grid,
-    # up the left side, and into the start of every row
-    below, left = b + 0.45, -0.55
-    ax.plot([last_target, last_target], [0, b], color="black", linewidth=2.5)
-    ax.plot([last_target, last_target, left, left], [b, below, below, 0.5], color="black", linewidth=2)
+        box(k * n + 0.05, band, n - 0.1, band_height, face, ink, f"batch {k}: x, a [{b}, {n}] tensor\n"
+            "(y: the same, shifted by one)", size=9.5)
+    # the next pass (with repeat=True): every row reads its own first window again, from a reset state
+    blue, blue_ink = _BATCH_COLORS[0]
     for s in range(b):
-        ax.annotate("", xy=(-0.02, s + 0.5), xytext=(left, s + 0.5),
+        ax.annotate("", xy=(next_left - 0.05, s * _PITCH + 0.5), xytext=(length + 0.05, s * _PITCH + 0.5),
                     arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14})
-    ax.text(last_target / 2, below + 0.45, f"after batch {epochs - 1} the pass ends; batch {epochs} is window 0 of "
-            f"every row again: reset the state", ha="center", va="center", fontsize=10, fontweight="bold")
-    ax.set_xlim(left - 0.2, length + 0.2)
-    ax.set_ylim(b + 1.3, band - 0.2)
-    ax.set_xticks([])
-    ax.set_yticks(np.arange(b) + 0.5, [f"row {s}" for s in range(b)])
-    ax.tick_params(axis="y", length=0)
-    dropped = list(range(b * length, layout.n_tokens))
-    cut = ""
+        box(next_left, s * _PITCH + 0.08, next_width, 0.84, blue, blue_ink,
+            f"{s * length}–{s * length + n - 1}", size=10, style="--")
+    ax.text(next_left + next_width / 2, band + band_height / 2, f"with repeat=True,\nbatch {passes}: "
+            "window 0 again:\nreset the state", ha="center", va="center", fontsize=9, fontweight="bold")
+    below = b * _PITCH - 0.1  # the tokens the reshape drops: where the stream goes on, under the last row
+    for i, token in enumerate(dropped):
+        box(i, below, 1, 1, "#f2f2f2", "0.45", str(token), edge="0.6")
+        ax.plot([i + 0.1, i + 0.9], [below + 0.9, below + 0.1], color="#999999", linewidth=1)
     if dropped:
-        cut = f" (token {dropped[0]} dropped)" if len(dropped) == 1 else f" (tokens {dropped[0]}–{dropped[-1]} dropped)"
-    ax.set_title(f"{layout.n_tokens} tokens in {b} rows of {length}{cut}, read {n} at a time", fontsize=12)
-    key = [Line2D([], [], color="black", marker=">", markersize=7, linewidth=1.4,
-                  label="inside a window: the LSTM's steps; the gradient flows back through them"),
-           Line2D([], [], color="black", marker=">", markersize=7, linewidth=1.8, linestyle=_CARRY_ARROW["linestyle"],
-                  label="to the next batch: the state is carried over (stateful=True), the gradient is cut "
-                        "(truncated BPTT)"),
-           Patch(facecolor="#d9d9d9", edgecolor="black", label="only ever a target (y): no window after it"),
-           (Patch(facecolor="white", edgecolor="black"),
-            Line2D([], [], color="#999999", linewidth=1, marker=[(-1, -1), (1, 1)], markersize=10, linestyle=""))]
-    labels = [key[0].get_label(), key[1].get_label(), key[2].get_label(),
-              "never read: too few tokens left for another window plus its target"]
-    ax.legend(handles=key, labels=labels, loc="upper center", bbox_to_anchor=(0.45, -0.0), ncol=1, fontsize=9,
-              handlelength=2.2)
+        named = str(dropped[0]) if len(dropped) == 1 else f"{dropped[0]}–{dropped[-1]}"
+        ax.text(len(dropped) + 0.3, below + 0.5, f"{named} dropped: too few for another row of {length}",
+                ha="left", va="center", fontsize=9, style="italic", color="0.3")
+    ax.set_xlim(-0.2, next_left + next_width + 0.2)
+    ax.set_ylim(below + (1.2 if dropped else 0.1), band - 0.2)
+    ax.set_xticks([])
+    ax.set_yticks(np.arange(b) * _PITCH + 0.5, [f"row {s}" for s in range(b)])
+    ax.tick_params(axis="y", length=0)
+    ax.set_title(f"{layout.n_tokens} tokens in {b} rows of {length}, read {n} at a time", fontsize=12)
+    arrow = Line2D([], [], color="black", marker=">", markersize=9, linewidth=3, linestyle=_CARRY_ARROW["linestyle"])
+    target_only = Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", linewidth=0.8)
+    never_read = Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", linewidth=0.8)
+    column = [str(s * length + last_target) for s in range(b)]
+    unread = [str(s * length + t) for s in range(b) for t in range(last_target + 1, length)]
+    labels = ["the state, carried to the next batch (the gradient is not)",
+              f"{', '.join(column)}: white, a target only (the last y of each row)"]
+    handles: list[Any] = [arrow, target_only]
+    if unread:
+        labels.append(f"{_listed(unread)}: crossed out, never read (too few for another window)")
+        handles.append(never_read)
+    cells = {target_only: Cell(crossed=False), never_read: Cell(crossed=True)}
+    ax.legend(handles=handles, labels=labels, handler_map=cells,
+              loc="upper left", bbox_to_anchor=(0.0, 0.0), fontsize=9.5, handlelength=2.5)
     ax.spines[:].set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def reading_losses(losses: Mapping[str, float]) -> Any:
+    """One bar chart: the held-out loss of one trained stateful model read three ways, and of a plain LSTM.
+
+    ``losses`` maps each way to its mean loss per character on the held-out text: ``"carried"`` (the
+    stateful model, the batches in order, the state carried, as trained), ``"reset"`` (the same model, the
+    state reset before every batch), ``"shuffled"`` (the same model, the batches shuffled, the state
+    carried) and ``"plain"`` (the same layers with ``stateful=False``, trained the usual way: the baseline).
+    The stateful model's three bars are blue, the baseline's grey, each labelled with its value; a dashed
+    line at the "carried" bar's height makes the comparison at a glance. The y axis starts at 0 and says
+    the unit (the mean negative log-likelihood of the next character, in nats) and that lower is better.
+
+    >>> fig = reading_losses({"carried": 1.8, "reset": 2.0, "shuffled": 2.1, "plain": 2.0})
+    >>> [label.get_text().splitlines()[0] for label in fig.axes[0].get_xticklabels()]
+    ['stateful LSTM:', 'the same model:', 'the same model:', 'plain LSTM']
+    """
+    ways = ["carried", "reset", "shuffled", "plain"]
+    if set(losses) != set(ways):
+        raise ValueError("losses must map exactly 'carried', 'reset', 'shuffled' and 'plain' to a loss each")
+    names = ["stateful LSTM:\nin order,\nstate carried\n(as trained)",
+             "the same model:\nin order,\nstate reset\nbefore every batch",
+             "the same model:\nbatches shuffled,\nstate carried",
+             "plain LSTM\n(stateful=False),\ntrained as usual"]
+    fig, ax = new_figure(width=8.0, height=4.3)
+    positions = np.array([0.0, 1.0, 2.0, 3.25])  # a gap before the baseline: another model
+    colors = [COLORS[0], COLORS[0], COLORS[0], "#8c8c8c"]
+    bars = ax.bar(positions, [losses[way] for way in ways], 0.7, color=colors)
+    ax.bar_label(bars, fmt="%.2f")
+    ax.axhline(losses["carried"], color="black", linestyle="--", linewidth=1, zorder=0)
+    top = max(losses.values())
+    ax.set(xticks=positions, xticklabels=names, ylim=(0, top * 1.2),
+           title="Held-out fables: lowest loss with the state carried in order")
+    ax.set_ylabel("loss per character, in nats:\nmean −ln p(next character)\n(lower is better)")
+    ax.grid(axis="x", visible=False)
     fig.tight_layout()
     return fig

@@ -12,7 +12,7 @@ def batch_positions(k, n_tokens, batch_size, num_steps):
     return next(iter(stream.skip(k)))[0].numpy()
 
 
-def reset_callback(epoch_size):
+def reset_callback(windows_per_row):
     # resets before every batch: never wrong about a jump, but the rows no longer continue
     class Always(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):

@@ -13,10 +13,11 @@ def batch_positions(k, n_tokens, batch_size, num_steps):
     return np.tile(row, (batch_size, 1))
 
 
-def reset_callback(epoch_size):
-    # resets where a Keras epoch starts
-    class EachEpoch(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            batching.reset_stateful(self.model)
+def reset_callback(windows_per_row):
+    # counts with Keras' `batch` argument, which starts again at 0 in every Keras epoch
+    class ByKerasBatch(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch % windows_per_row == 0:
+                batching.reset_stateful(self.model)
 
-    return EachEpoch()
+    return ByKerasBatch()
