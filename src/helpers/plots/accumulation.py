@@ -13,12 +13,12 @@ __all__ = ["accumulation_memory", "accumulation_windows"]
 
 def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
                         fixed_mib: float, fixed_label: str, seconds: list[float] | None = None) -> Any:
-    """Notebook 02's cost figure: the peak memory of one ``effective``-example gradient computed in
-    ``k`` micro-batches, for each ``k`` in ``splits``, relative to the first split's (its MiB in the axis
+    """Notebook 02's cost figure: the peak memory of one update of ``effective`` examples made in ``k``
+    micro-batches, for each ``k`` in ``splits``, relative to the first split's (its MiB in the axis
     label), each point labelled with its ratio; a tick reads "k × size". A dashed line marks the floor
-    that does not shrink (``fixed_mib``, relative too), labelled ``fixed_label`` (say what it holds).
-    With ``seconds`` (the time of one update in each split), a second panel shows the time per example
-    relative to the first split's. Ratios, because the absolute sizes and times are one machine's.
+    that does not shrink (``fixed_mib``, relative too), labelled ``fixed_label`` (say what it holds) and
+    its ratio. With ``seconds`` (the time of the same update in each split), a second panel shows that
+    time relative to the first split's. Ratios, because the absolute sizes and times are one machine's.
 
     >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="weights")
     >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
@@ -40,8 +40,9 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     ax = axes if seconds is None else axes[0]
     ticks = [f"{k} × {effective // k}" for k in splits]
     relative = [mib / peak_mib[0] for mib in peak_mib]
-    ax.plot(splits, relative, "o-", label="peak memory of one gradient")
-    ax.axhline(fixed_mib / peak_mib[0], color="grey", ls="--", lw=1.5, label=fixed_label)
+    floor = fixed_mib / peak_mib[0]
+    ax.plot(splits, relative, "o-", label="peak memory of one update")
+    ax.axhline(floor, color="grey", ls="--", lw=1.5, label=f"{fixed_label}: {floor:.2f}x")
     for k, ratio in zip(splits[1:], relative[1:]):
         ax.annotate(f"{ratio:.2f}x", (k, ratio), textcoords="offset points", xytext=(0, 8), ha="center")
     ax.set_xscale("log", base=2)
@@ -50,18 +51,18 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     ax.set_xlabel(f"micro-batches × examples in each ({effective} in all)")
     ax.set_ylabel(f"peak memory (1 = {peak_mib[0]:.3g} MiB)")
     ax.set_ylim(0, 1.15)
-    ax.set_title("memory: smaller micro-batches, down to a floor")
+    ax.set_title(f"memory of one update of {effective}: down to a floor")
     ax.legend(loc="upper right", fontsize=9)
     if seconds is not None:
-        relative_time = [s / seconds[0] for s in seconds]  # the same examples in every split: per example too
+        relative_time = [s / seconds[0] for s in seconds]  # the same update in every split
         bars = axes[1].bar(ticks, relative_time, color=COLORS[0], alpha=0.7)
         for bar, ratio in zip(bars, relative_time):
             axes[1].annotate(f"{ratio:.2f}x", (bar.get_x() + bar.get_width() / 2, ratio),
                              textcoords="offset points", xytext=(0, 3), ha="center")
         axes[1].set_xlabel(f"micro-batches × examples in each ({effective} in all)")
-        axes[1].set_ylabel(f"time per example (1 = {seconds[0] / effective * 1e6:.3g} µs)")
+        axes[1].set_ylabel(f"time of one update (1 = {seconds[0] * 1e3:.3g} ms)")
         axes[1].set_ylim(0, max(relative_time) * 1.15)  # room for the top label
-        axes[1].set_title(f"time per example (one update of {effective})")
+        axes[1].set_title(f"time of one update of {effective}")
         axes[1].grid(axis="x", visible=False)
     fig.tight_layout()
     return fig
@@ -91,14 +92,14 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
 
     ``sizes``: the examples of each micro-batch of one epoch, in order; ``steps`` micro-batches
     make a large batch; ``epochs`` passes. Three rows share one axis of examples read: the large
-    batches (``fit(batch_size=steps * sizes[0])``, one box per batch), the size-weighted loop (each
-    large batch split into its micro-batches, each labelled with its share ``n / batch``; the helper
-    makes the same updates) and Keras' ``gradient_accumulation_steps`` (one global counter; every
+    batches (``fit(batch_size=steps * sizes[0])``, one box per batch, labelled with its examples), the
+    size-weighted loop (notebook 02's ``Accumulating``: each large batch split into its micro-batches,
+    each labelled with its weight ``n / batch``) and Keras' ``gradient_accumulation_steps`` (one global counter; every
     micro-batch weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). An
     outline groups the micro-batches of one update, a triangle marks where it is applied, a dashed line
     each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
     (vermillion), in every row alike; a micro-batch weighted above its share of its update's examples
-    (the trap: a micro-batch of 4, the last of 28 examples, weighted as 1 of 4 micro-batches) is filled solid vermillion.
+    (the trap: 4 examples weighted 1/4, as much as 8) is filled solid vermillion.
 
     >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
     >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
@@ -127,13 +128,13 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     per_epoch = " + ".join(str(sum(w)) for w in _windows(sizes, steps, 1, per_epoch=True))
     rows = [
         (f"fit(batch_size={large})\nbatches of {per_epoch} per epoch", [[sum(w)] for w in ours], "batch"),
-        (f"ours: each batch of {large},\nsplit into micro-batches of {sizes[0]}", ours, "size"),
+        (f"Accumulating(micro_size={sizes[0]})\non fit's batches of {large}", ours, "size"),
         (f"Keras' built-in\ngradient_accumulation_steps={steps}", keras_applied, "equal"),
     ]
     ends = list(itertools.accumulate(sum(w) for w in ours))
     fit_batches = {(end - sum(w), sum(w)) for end, w in zip(ends, ours)}  # (first example, examples) of fit's
     total = epochs * sum(sizes)
-    fig, ax = new_figure(width=10, height=4.5)
+    fig, ax = new_figure(width=11, height=4.6)
     ax.grid(False)
     over = ""  # the first micro-batch weighted above its share, named in the legend
     for row, (label, windows, rule) in enumerate(rows):
@@ -144,13 +145,14 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             first = start
             for size in window:
                 heavy = rule == "equal" and Fraction(1, len(window)) > Fraction(size, sum(window))
-                over = over or (f"a micro-batch of {size} (the last of the {sum(window)} examples),\n"
-                                f"weighted as 1 of {len(window)} micro-batches" if heavy else "")
+                over = over or (f"{size} examples weighted {Fraction(1, len(window))}, as much as "
+                                f"{max(window)}" if heavy else "")
                 ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=_NOT_FIT if heavy else color,
                                            alpha=0.85 if heavy else 0.3, edgecolor="grey", linewidth=0.6))
-                share = {"batch": f"{size}", "size": f"{size}/{sum(window)}",
+                share = {"batch": f"{size} examples", "size": f"{size}/{sum(window)}",
                          "equal": f"{Fraction(1, len(window))}"}[rule]
-                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=8,
+                narrow = size < 0.06 * total  # a small box: a smaller label, so that it stays inside
+                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=7 if narrow else 8.5,
                         color="white" if heavy else "black", fontweight="bold" if heavy else "normal")
                 start += size
             inset = total * 0.003  # a gap between the outlines of two updates
@@ -170,15 +172,16 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
     ax.set_ylim(-len(rows) + 0.25, 1.15)
     ax.set_xlabel("examples read (a box is as wide as its micro-batch)")
-    ax.set_title("Each box is one micro-batch, labelled with the weight its gradient gets.\n"
-                 "Each outline is one update: its boxes' weighted gradients added up, applied once at ▼")
+    ax.set_title("A box is one micro-batch with the weight of its gradient (fit's row: one whole batch).\n"
+                 "An outline is one update: its boxes' gradients times their weights, added up, applied at ▼",
+                 fontsize=11)
     keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
-            for color, label in [(_SAME_AS_FIT, "update = one of fit's batches"),
+            for color, label in [(_SAME_AS_FIT, "an update equal to one of fit's"),
                                  (_NOT_FIT, "an update fit never makes")]]
     if over:
         keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
-                          label=f"weighted above its size: {over}"))
-    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=2, fontsize=9)
+                          label=over))
+    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=9)
     ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
     return fig
