@@ -1301,6 +1301,171 @@ def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
     assert out.split()[-6:] == ["replicas", "2", "weights", "True", "history", "True"], out
 
 
+# Before you ship (the notebook's section of that name): XLA, saving, and one micro-batch in memory at a time.
+# Keras never uses XLA under op determinism (model_supports_jit), which the notebook's setup turns on; these tests
+# run without it, so that jit_compile=True really compiles with XLA (the tests check that it did).
+@pytest.fixture
+def no_op_determinism():
+    from tensorflow.python.framework import config
+
+    was_on = config.is_op_determinism_enabled()
+    config.disable_op_determinism()
+    yield
+    if was_on:
+        config.enable_op_determinism()
+
+
+def _xla_data():
+    # 600 examples in batches of 256, 256 and 88: micro-batches of 64, the last one of 24 (as the notebook's classifier)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(600, 8)).astype("float32")
+    y = (x[:, :1] - 0.5 * x[:, 1:2] ** 2).astype("float32")
+    return x, y
+
+
+def _xla_model():
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="tanh"), keras.layers.Dense(1)])
+
+
+def _fit_history(model, x, y, jit_compile, batch_size=256):
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, jit_compile=jit_compile)
+    return model.fit(x, y, batch_size=batch_size, epochs=2, shuffle=False, verbose=0).history["loss"]
+
+
+def test_xla_gives_a_short_last_micro_batch_the_full_micro_size_rows(no_op_determinism):
+    # why Accumulating turns XLA off: the notebook's last_micro_batch_rows, with and without XLA
+    def rows_of_last(x):
+        rows = 0
+        for i in tf.range(0, tf.shape(x)[0], 64):
+            rows = tf.shape(x[i:i + 64])[0]
+        return rows
+
+    batch = tf.zeros([88, 8])
+    assert int(tf.function(rows_of_last)(batch)) == 24
+    assert int(tf.function(rows_of_last, jit_compile=True)(batch)) == 64
+
+
+def test_notebook_train_step_under_xla_with_a_short_last_micro_batch_differs_from_fit(no_op_determinism):
+    # tripwire: the notebook's class with supports_jit switched back on, compiled with XLA: another loss (and update)
+    x, y = _xla_data()
+    want = _fit_history(_xla_model(), x, y, jit_compile=False)
+    base = _xla_model()
+    model = _wrapped(base, micro_size=64)
+    model.supports_jit = True
+    got = _fit_history(model, x, y, jit_compile=True)
+    assert model.jit_compile is True  # XLA really ran
+    assert abs(got[0] - want[0]) > 1e-2, (got, want)
+
+
+def test_notebook_train_step_refuses_xla_and_then_equals_fit(no_op_determinism):
+    x, y = _xla_data()
+    want_model = _xla_model()
+    want = _fit_history(want_model, x, y, jit_compile=True)  # plain fit: XLA is fine
+    assert want_model.jit_compile is True
+    model = _wrapped(_xla_model(), micro_size=64)
+    with pytest.warns(UserWarning, match="jit_compile"):
+        got = _fit_history(model, x, y, jit_compile=True)
+    assert model.jit_compile is False
+    assert np.allclose(got, want, rtol=1e-5) and _max_diff(model.get_weights(), want_model.get_weights()) < 1e-5
+
+
+def test_notebook_train_step_under_xla_equals_fit_when_every_micro_batch_is_full(no_op_determinism):
+    # the notebook: "if every batch splits into full micro-batches, deleting that line is safe"
+    x, y = _xla_data()
+    x, y = x[:512], y[:512]  # batches of 256, micro-batches of 64: all full
+    want_model = _xla_model()
+    want = _fit_history(want_model, x, y, jit_compile=False)
+    model = _wrapped(_xla_model(), micro_size=64)
+    model.supports_jit = True  # the line deleted
+    got = _fit_history(model, x, y, jit_compile=True)
+    assert model.jit_compile is True
+    assert np.allclose(got, want, rtol=1e-5) and _max_diff(model.get_weights(), want_model.get_weights()) < 1e-5
+
+
+def test_jit_compile_auto_on_a_gpu_gives_xla_to_fit_but_not_to_accumulating(no_op_determinism, monkeypatch):
+    # what a GPU user gets with compile's default jit_compile="auto" (Keras looks for a non-CPU device)
+    gpu = tf.config.PhysicalDevice(name="/physical_device:GPU:0", device_type="GPU")
+    real = tf.config.list_physical_devices
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda device_type=None: real(device_type) + ([gpu] if device_type in (None, "GPU") else []))
+    plain = _xla_model()
+    plain.compile(optimizer="sgd", loss=MSE)
+    wrapped = _wrapped(_xla_model(), micro_size=64)
+    wrapped.compile(optimizer="sgd", loss=MSE)
+    assert plain.jit_compile is True and wrapped.jit_compile is False
+
+
+def test_notebook_accumulating_saves_and_reloads_with_custom_objects(tmp_path):
+    # the notebook's "Saving": load_model needs the class; weights and optimizer state come back, and training goes
+    # on as it would have (micro_size is not saved: it changes memory, not results)
+    x, y = _xla_data()
+    w = np.linspace(0.5, 2.0, 600).astype("float32")
+    Accumulating = _notebook_accumulating_model()
+    base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
+    model = Accumulating(base.inputs, base.outputs, micro_size=32)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, metrics=["mae"])
+    data = tf.data.Dataset.from_tensor_slices((x[:, :4], y, w)).batch(256)
+    model.fit(data, epochs=1, verbose=0)
+    model.save(tmp_path / "model.keras")
+    reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects={"Accumulating": Accumulating})
+    assert type(reloaded).__name__ == "Accumulating" and reloaded.supports_jit is False
+    assert int(reloaded.optimizer.iterations) == 3 and reloaded.micro_size == 64  # the default
+    assert _max_diff(reloaded.get_weights(), model.get_weights()) == 0.0
+    want = model.fit(data, epochs=1, verbose=0).history
+    got = reloaded.fit(data, epochs=1, verbose=0).history
+    assert _max_diff(reloaded.get_weights(), model.get_weights()) < 1e-6
+    assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
+    with pytest.raises(TypeError, match="Accumulating"):
+        keras.models.load_model(tmp_path / "model.keras")  # without the class
+
+
+def test_notebook_train_step_runs_one_micro_batch_at_a_time():
+    # parallel_iterations=1: the while loop of train_step may not start micro-batch k + 1 before k is done
+    # (TensorFlow's default, 10, let iterations overlap and their activations add up: a higher, noisier peak)
+    model = _wrapped(_model(), micro_size=4)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    x, y = _data(12)
+    graph = model.train_step.get_concrete_function((tf.constant(x), tf.constant(y))).graph
+    loops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
+    assert loops and all(op.get_attr("parallel_iterations") == 1 for op in loops)
+
+
+def test_notebook_train_step_peak_memory_falls_with_the_micro_batch():
+    # the Cost section's measurement, checked loosely: 16 micro-batches need well under half the peak of 1
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.normal(size=(4096, 64)).astype("float32"))
+    y = tf.constant(rng.integers(0, 10, size=4096))
+    ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    keras.utils.set_random_seed(0)
+    wide = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation="relu"),
+                             keras.layers.Dense(256, activation="relu"), keras.layers.Dense(10)])
+    peaks = []
+    for k in (1, 16):
+        model = _wrapped(wide, micro_size=4096 // k)
+        model.compile(optimizer=keras.optimizers.SGD(0.001), loss=ce)
+        peaks.append(measure.peak_memory_bytes(lambda m=model: m.train_on_batch(x, y)))
+    held = measure.peak_memory_bytes(lambda: None)
+    assert peaks[1] - held < (peaks[0] - held) / 2, (peaks, held)
+
+
+def test_cost_figure_in_mib_and_ms():
+    from helpers import plots
+
+    fig = plots.accumulation_memory([1, 4], [16.0, 6.0], effective=4096, fixed_mib=2.0, fixed_label="floor",
+                                    seconds=[0.036, 0.058], relative=False)
+    memory, time = fig.axes
+    assert list(memory.lines[0].get_ydata()) == [16.0, 6.0]
+    assert [t.get_text() for t in memory.texts] == ["16.0 MiB", "6.0 MiB"]
+    assert [t.get_text() for t in memory.get_legend().get_texts()] == ["peak memory of one update", "floor: 2.0 MiB"]
+    assert memory.get_ylabel() == "peak memory of one update (MiB)"
+    assert [round(bar.get_height(), 6) for bar in time.patches] == [36.0, 58.0]
+    assert [t.get_text() for t in time.texts] == ["36 ms", "58 ms"] and time.get_ylabel() == "time of one update (ms)"
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
 def test_keras_adam_on_an_embeddings_repeated_rows_differs_from_the_dense_gradient():
     # tripwire for docs/accumulation.md: Accumulating adds dense gradients, fit hands Adam an Embedding's
     # IndexedSlices; Keras 3.15's Adam updates its moments once per repeated row of the slices, so the two differ

@@ -12,20 +12,24 @@ __all__ = ["accumulation_memory", "accumulation_windows"]
 
 
 def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
-                        fixed_mib: float, fixed_label: str, seconds: list[float] | None = None) -> Any:
+                        fixed_mib: float, fixed_label: str, seconds: list[float] | None = None,
+                        relative: bool = True) -> Any:
     """Notebook 02's cost figure: the peak memory of one update of ``effective`` examples made in ``k``
-    micro-batches, for each ``k`` in ``splits``, relative to the first split's (its MiB in the axis
-    label), each point labelled with its ratio; a tick reads "k × size". A dashed line marks the floor
-    that does not shrink (``fixed_mib``, relative too), labelled ``fixed_label`` (say what it holds) and
-    its ratio. With ``seconds`` (the time of the same update in each split), a second panel shows that
-    time relative to the first split's. Ratios, because the absolute sizes and times are one machine's.
+    micro-batches, for each ``k`` in ``splits``; a tick reads "k × size". A dashed line marks the floor
+    that does not shrink (``fixed_mib``), labelled ``fixed_label`` (say what it holds). With ``seconds``
+    (the time of the same update in each split), a second panel shows that time as bars.
+
+    ``relative=False`` (the notebook's): both panels in MiB and ms, each point and bar labelled with its
+    value. ``relative=True``: each value divided by the first split's (its MiB and ms in the axis labels),
+    labelled "0.62x".
 
     >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="weights")
     >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
     ['1 × 4', '2 × 2']
-    >>> len(accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="w",
-    ...                         seconds=[1.0, 1.2]).axes)
-    2
+    >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="w",
+    ...                           seconds=[0.01, 0.012], relative=False)
+    >>> fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()
+    ('peak memory of one update (MiB)', 'time of one update (ms)')
     """
     if len(splits) != len(peak_mib) or not splits:
         raise ValueError(f"splits and peak_mib must be non-empty and of equal length, got "
@@ -39,29 +43,35 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     fig, axes = new_figure(1 if seconds is None else 2, width=6.5 if seconds is None else 11, height=3.8)
     ax = axes if seconds is None else axes[0]
     ticks = [f"{k} × {effective // k}" for k in splits]
-    relative = [mib / peak_mib[0] for mib in peak_mib]
-    floor = fixed_mib / peak_mib[0]
-    ax.plot(splits, relative, "o-", label="peak memory of one update")
-    ax.axhline(floor, color="grey", ls="--", lw=1.5, label=f"{fixed_label}: {floor:.2f}x")
-    for k, ratio in zip(splits[1:], relative[1:]):
-        ax.annotate(f"{ratio:.2f}x", (k, ratio), textcoords="offset points", xytext=(0, 8), ha="center")
+    unit = peak_mib[0] if relative else 1.0
+    values = [mib / unit for mib in peak_mib]
+    floor = fixed_mib / unit
+    label = (lambda v: f"{v:.2f}x") if relative else (lambda v: f"{v:.1f} MiB")
+    ax.plot(splits, values, "o-", label="peak memory of one update")
+    ax.axhline(floor, color="grey", ls="--", lw=1.5, label=f"{fixed_label}: {label(floor)}")
+    for k, value in zip(splits[int(relative):], values[int(relative):]):  # relative: the first is 1.00x
+        ax.annotate(label(value), (k, value), textcoords="offset points", xytext=(0, 8), ha="center")
     ax.set_xscale("log", base=2)
     ax.set_xticks(splits, ticks)
+    ax.set_xlim(splits[0] / 1.5, splits[-1] * 1.5)  # room for the end points' labels
     ax.minorticks_off()
     ax.set_xlabel(f"micro-batches × examples in each ({effective} in all)")
-    ax.set_ylabel(f"peak memory (1 = {peak_mib[0]:.3g} MiB)")
-    ax.set_ylim(0, 1.15)
+    ax.set_ylabel(f"peak memory (1 = {peak_mib[0]:.3g} MiB)" if relative else "peak memory of one update (MiB)")
+    ax.set_ylim(0, max(values) * 1.15)
     ax.set_title(f"memory of one update of {effective}: down to a floor")
     ax.legend(loc="upper right", fontsize=9)
     if seconds is not None:
-        relative_time = [s / seconds[0] for s in seconds]  # the same update in every split
-        bars = axes[1].bar(ticks, relative_time, color=COLORS[0], alpha=0.7)
-        for bar, ratio in zip(bars, relative_time):
-            axes[1].annotate(f"{ratio:.2f}x", (bar.get_x() + bar.get_width() / 2, ratio),
+        scale = seconds[0] if relative else 1e-3
+        times = [s / scale for s in seconds]  # the same update in every split
+        bars = axes[1].bar(ticks, times, color=COLORS[0], alpha=0.7)
+        for bar, value in zip(bars, times):
+            axes[1].annotate(f"{value:.2f}x" if relative else f"{value:.0f} ms",
+                             (bar.get_x() + bar.get_width() / 2, value),
                              textcoords="offset points", xytext=(0, 3), ha="center")
         axes[1].set_xlabel(f"micro-batches × examples in each ({effective} in all)")
-        axes[1].set_ylabel(f"time of one update (1 = {seconds[0] * 1e3:.3g} ms)")
-        axes[1].set_ylim(0, max(relative_time) * 1.15)  # room for the top label
+        axes[1].set_ylabel(f"time of one update (1 = {seconds[0] * 1e3:.3g} ms)" if relative
+                           else "time of one update (ms)")
+        axes[1].set_ylim(0, max(times) * 1.15)  # room for the top label
         axes[1].set_title(f"time of one update of {effective}")
         axes[1].grid(axis="x", visible=False)
     fig.tight_layout()
@@ -172,8 +182,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
     ax.set_ylim(-len(rows) + 0.25, 1.15)
     ax.set_xlabel("examples read (a box is as wide as its micro-batch)")
-    ax.set_title("A box is one micro-batch with the weight of its gradient (fit's row: one whole batch).\n"
-                 "An outline is one update: its boxes' gradients times their weights, added up, applied at ▼",
+    ax.set_title("A box is a micro-batch, labelled with its gradient's weight; an outline is one update, applied at ▼",
                  fontsize=11)
     keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
             for color, label in [(_SAME_AS_FIT, "an update equal to one of fit's"),
