@@ -969,13 +969,14 @@ def test_loss_scaling_on_two_replicas_matches_the_full_batch_and_skips_an_overfl
 
 
 def _notebook_cell(defining):
+    """The one code cell of the notebook that defines ``defining`` (a function or a class)."""
     import nbformat
 
     from tests.notebook_answers import ROOT
 
     path = ROOT / "notebooks" / f"{NB}.ipynb"
     cells = [c.source for c in nbformat.read(path, as_version=4).cells
-             if c.cell_type == "code" and f"def {defining}(" in c.source]
+             if c.cell_type == "code" and (f"def {defining}(" in c.source or f"class {defining}(" in c.source)]
     assert len(cells) == 1, f"{path.name}: expected one cell defining {defining}, found {len(cells)}"
     return cells[0]
 
@@ -998,17 +999,17 @@ def _docs_train_large_batches():
     return scope["train_large_batches"]
 
 
-def _notebook_accumulating_model():
-    """A fresh ``Accumulating`` class from the notebook's cell (fresh: Keras rewrites a Model subclass's bases
-    the first time it is built from inputs and outputs)."""
+def _notebook_accumulating_model(class_name="Accumulating"):
+    """A fresh ``Accumulating`` class (or ``MinimalAccumulating``) from the notebook's cell (fresh: Keras
+    rewrites a Model subclass's bases the first time it is built from inputs and outputs)."""
     import linecache
 
-    source = _notebook_cell("train_step")
-    name = f"<{NB}:Accumulating>"  # AutoGraph reads the source, as it reads a notebook cell's from IPython
+    source = _notebook_cell(class_name)
+    name = f"<{NB}:{class_name}>"  # AutoGraph reads the source, as it reads a notebook cell's from IPython
     linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
     scope = {"np": np, "tf": tf, "keras": keras}
     exec(compile(source, name, "exec"), scope)  # noqa: S102
-    return scope["Accumulating"]
+    return scope[class_name]
 
 
 def _wrapped(model, micro_size):
@@ -1171,6 +1172,40 @@ def test_chi_square_two_passes_equal_the_whole_batch_gradient():
     assert _max_diff(naive, full) > 1e-2 * scale  # averaging the micro-batches' own chi-squares is not it
 
 
+def test_notebook_minimal_train_step_equals_fit_with_an_l2_penalty_and_a_metric():
+    # the notebook's MinimalAccumulating (no sample weights, dicts, loss scale or replicas): History and weights
+    # as fit's on batches 12, 12, 6 in micro-batches of 5, 5, 2 and 5, 1, with Adam
+    x, y = _data(30)
+    inside = _notebook_accumulating_model("MinimalAccumulating")
+    base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
+    inside = inside(base.inputs, base.outputs, micro_size=5)
+    ref = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
+    inside.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])
+    ref.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])
+    got, want = (m.fit(x, y, batch_size=12, epochs=2, shuffle=False, verbose=0).history for m in (inside, ref))
+    assert _max_diff(inside.get_weights(), ref.get_weights()) < 1e-6
+    assert sorted(got) == sorted(want) == ["loss", "mae"]
+    assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
+
+
+def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_marked_plus():
+    # the notebook says: Accumulating is MinimalAccumulating plus the lines marked "+", each with its reason
+    def code_lines(source):
+        lines = {}
+        for line in source.splitlines():
+            code, _, comment = line.partition("  #")
+            if code.strip() and not code.strip().startswith(("class ", "#")):
+                lines[code.strip()] = comment.strip()
+        return lines
+
+    minimal = code_lines(_notebook_cell("MinimalAccumulating"))
+    full = code_lines(_notebook_cell("Accumulating"))
+    added = {code: comment for code, comment in full.items() if code not in minimal}
+    assert added and all(comment.startswith("+ ") and len(comment) > 4 for comment in added.values()), added
+    marked = {code for code, comment in full.items() if comment.startswith("+")}
+    assert marked == set(added), marked ^ set(added)  # no line marked "+" that the minimal class has too
+
+
 @pytest.mark.parametrize("make_optimizer", [
     lambda: keras.optimizers.Adam(0.05),
     lambda: keras.optimizers.AdamW(0.05, weight_decay=0.1),
@@ -1214,7 +1249,7 @@ def test_notebook_train_step_slices_a_dict_of_inputs_and_takes_train_on_batch():
 
 def test_notebook_train_step_pasted_into_a_subclassed_model_equals_fit():
     # the notebook's advice for a subclassed model: paste train_step into the class, set self.micro_size
-    source = _notebook_cell("train_step")
+    source = _notebook_cell("Accumulating")
     method = source[source.index("    @tf.function"):]
     subclass = textwrap.dedent("""
         class Net(keras.Model):
@@ -1266,8 +1301,8 @@ def test_notebook_train_step_under_mixed_precision_equals_fit_and_skips_an_overf
 
 
 def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
-    # the notebook's several-GPU section says: build and compile Accumulating in strategy.scope(), fit as usual
-    cell = _notebook_cell("train_step")
+    # the notebook's Proof (1) builds and compiles Accumulating in strategy.scope(), then fits as usual
+    cell = _notebook_cell("Accumulating")
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1301,7 +1336,33 @@ def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
     assert out.split()[-6:] == ["replicas", "2", "weights", "True", "history", "True"], out
 
 
-# Before you ship (the notebook's section of that name): XLA, saving, and one micro-batch in memory at a time.
+def test_keras_clips_each_replicas_gradient_under_mirrored_strategy(fresh_python):
+    # why the notebook's Proof (1) checks two replicas with Adam, not with clipping: plain fit with global_clipnorm
+    # on 2 replicas already differs from one device (Keras 3.15 clips each replica's share of the gradient)
+    out = fresh_python(textwrap.dedent("""
+        from helpers import runtime
+        runtime.setup(seed=0, replicas=2)
+        import numpy as np, tensorflow as tf, keras
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(96, 4)).astype("float32")
+        y = (x @ np.array([[1.0], [-2.0], [0.5], [0.0]])).astype("float32")
+        def make():
+            keras.utils.set_random_seed(0)
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
+        with tf.distribute.MirroredStrategy().scope():
+            two = make()
+            two.compile(optimizer=keras.optimizers.SGD(0.5, global_clipnorm=0.05), loss="mse")
+        one = make()
+        one.compile(optimizer=keras.optimizers.SGD(0.5, global_clipnorm=0.05), loss="mse")
+        for model in (two, one):
+            model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
+        gap = max(float(np.abs(a - b).max()) for a, b in zip(two.get_weights(), one.get_weights()))
+        print("clipped per replica", gap > 1e-3)
+    """))
+    assert out.split()[-4:] == ["clipped", "per", "replica", "True"], out
+
+
+# The notebook's "On a GPU: XLA" paragraph, its saving lines, and one micro-batch in memory at a time.
 # Keras never uses XLA under op determinism (model_supports_jit), which the notebook's setup turns on; these tests
 # run without it, so that jit_compile=True really compiles with XLA (the tests check that it did).
 @pytest.fixture
@@ -1334,7 +1395,7 @@ def _fit_history(model, x, y, jit_compile, batch_size=256):
 
 
 def test_xla_gives_a_short_last_micro_batch_the_full_micro_size_rows(no_op_determinism):
-    # why Accumulating turns XLA off: the notebook's last_micro_batch_rows, with and without XLA
+    # why Accumulating turns XLA off (the notebook's "On a GPU: XLA"): train_step's slicing, with and without XLA
     def rows_of_last(x):
         rows = 0
         for i in tf.range(0, tf.shape(x)[0], 64):
@@ -1447,6 +1508,25 @@ def test_notebook_train_step_peak_memory_falls_with_the_micro_batch():
         peaks.append(measure.peak_memory_bytes(lambda m=model: m.train_on_batch(x, y)))
     held = measure.peak_memory_bytes(lambda: None)
     assert peaks[1] - held < (peaks[0] - held) / 2, (peaks, held)
+
+
+def test_windows_figure_marks_what_each_update_adds_up():
+    # the Picture: a "+" between two micro-batches of one update (3 in an update of 4, 1 in an update of 8 + 4),
+    # none in fit's row (one box per update); a short title that says what an update is
+    from helpers import plots
+
+    fig = plots.accumulation_windows([8, 8, 8, 8, 8, 4], steps=4, epochs=2)
+    ax = fig.axes[0]
+    pluses = [t for t in ax.texts if t.get_text() == "+"]
+    rows = sorted({round(t.get_position()[1]) for t in pluses})
+    assert rows == [-2, -1]  # Accumulating and the built-in
+    assert sum(round(t.get_position()[1]) == -1 for t in pluses) == 3 + 1 + 3 + 1
+    assert sum(round(t.get_position()[1]) == -2 for t in pluses) == 3 + 3 + 3
+    assert ax.get_title() == "Each update adds up its micro-batches' gradients × the weights shown"
+    assert min(t.get_fontsize() for t in ax.texts) >= 9
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 def test_cost_figure_in_mib_and_ms():

@@ -50,7 +50,7 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     ax.plot(splits, values, "o-", label="peak memory of one update")
     ax.axhline(floor, color="grey", ls="--", lw=1.5, label=f"{fixed_label}: {label(floor)}")
     for k, value in zip(splits[int(relative):], values[int(relative):]):  # relative: the first is 1.00x
-        ax.annotate(label(value), (k, value), textcoords="offset points", xytext=(0, 8), ha="center")
+        ax.annotate(label(value), (k, value), textcoords="offset points", xytext=(5, 6), ha="left")  # clear of the line
     ax.set_xscale("log", base=2)
     ax.set_xticks(splits, ticks)
     ax.set_xlim(splits[0] / 1.5, splits[-1] * 1.5)  # room for the end points' labels
@@ -106,8 +106,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     size-weighted loop (notebook 02's ``Accumulating``: each large batch split into its micro-batches,
     each labelled with its weight ``n / batch``) and Keras' ``gradient_accumulation_steps`` (one global counter; every
     micro-batch weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). An
-    outline groups the micro-batches of one update, a triangle marks where it is applied, a dashed line
-    each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
+    outline groups the micro-batches of one update, a "+" between two of its boxes says that their weighted
+    gradients are added, a triangle marks where the sum is applied, a dashed line each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
     (vermillion), in every row alike; a micro-batch weighted above its share of its update's examples
     (the trap: 4 examples weighted 1/4, as much as 8) is filled solid vermillion.
 
@@ -144,7 +144,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ends = list(itertools.accumulate(sum(w) for w in ours))
     fit_batches = {(end - sum(w), sum(w)) for end, w in zip(ends, ours)}  # (first example, examples) of fit's
     total = epochs * sum(sizes)
-    fig, ax = new_figure(width=11, height=4.6)
+    fig, ax = new_figure(width=12, height=5.0)
     ax.grid(False)
     over = ""  # the first micro-batch weighted above its share, named in the legend
     for row, (label, windows, rule) in enumerate(rows):
@@ -162,8 +162,11 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
                 share = {"batch": f"{size} examples", "size": f"{size}/{sum(window)}",
                          "equal": f"{Fraction(1, len(window))}"}[rule]
                 narrow = size < 0.06 * total  # a small box: a smaller label, so that it stays inside
-                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=7 if narrow else 8.5,
+                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=9 if narrow else 11,
                         color="white" if heavy else "black", fontweight="bold" if heavy else "normal")
+                if start > first:  # the gradients of one update's micro-batches are added up
+                    ax.text(start, y + 0.3, "+", ha="center", va="center", fontsize=10, fontweight="bold",
+                            bbox={"boxstyle": "circle,pad=0.12", "facecolor": "white", "edgecolor": color})
                 start += size
             inset = total * 0.003  # a gap between the outlines of two updates
             ax.add_patch(plt.Rectangle((first + inset, y - 0.37), start - first - 2 * inset, 0.74,
@@ -174,23 +177,22 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
                                        edgecolor="grey", linewidth=0.8))
             start += size
         late = f"\n+{len(waiting)} micro-batch(es)\nwaiting" if waiting and rule == "equal" else ""
-        ax.text(total * 1.01, y, f"{len(windows)} updates{late}", va="center", fontsize=9, clip_on=False)
+        ax.text(total * 1.01, y, f"{len(windows)} updates{late}", va="center", fontsize=11, clip_on=False)
     for epoch in range(1, epochs):
         ax.axvline(epoch * sum(sizes), color="black", ls="--", lw=1.2)
-        ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=9, va="bottom")
-    ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=9)
+        ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=11, va="bottom")
+    ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=11)
     ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
     ax.set_ylim(-len(rows) + 0.25, 1.15)
-    ax.set_xlabel("examples read (a box is as wide as its micro-batch)")
-    ax.set_title("A box is a micro-batch, labelled with its gradient's weight; an outline is one update, applied at ▼",
-                 fontsize=11)
+    ax.set_xlabel("examples read (a box is as wide as its micro-batch)", fontsize=11)
+    ax.set_title("Each update adds up its micro-batches' gradients × the weights shown", fontsize=13)
     keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
             for color, label in [(_SAME_AS_FIT, "an update equal to one of fit's"),
                                  (_NOT_FIT, "an update fit never makes")]]
     if over:
         keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
                           label=over))
-    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=9)
+    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=11)
     ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
     return fig
