@@ -1188,8 +1188,23 @@ def test_notebook_minimal_train_step_equals_fit_with_an_l2_penalty_and_a_metric(
     assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
 
 
-def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_marked_plus():
-    # the notebook says: Accumulating is MinimalAccumulating plus the lines marked "+", each with its reason
+def _notebook_markdown_after(defining):
+    """The markdown cell right after the notebook's code cell that defines ``defining``."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
+    for i, c in enumerate(cells[:-1]):
+        if c.cell_type == "code" and f"class {defining}(" in c.source:
+            assert cells[i + 1].cell_type == "markdown"
+            return cells[i + 1].source
+    raise AssertionError(f"no cell defines {defining}")
+
+
+def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_tagged_plus_one_table_row_per_tag():
+    # the notebook says: Accumulating is MinimalAccumulating plus the lines tagged "+", and the table right after
+    # the cell has one row per tag (what it handles, what goes wrong without it, whether a plain model may delete it)
     def code_lines(source):
         lines = {}
         for line in source.splitlines():
@@ -1203,7 +1218,93 @@ def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_marked_plus()
     added = {code: comment for code, comment in full.items() if code not in minimal}
     assert added and all(comment.startswith("+ ") and len(comment) > 4 for comment in added.values()), added
     marked = {code for code, comment in full.items() if comment.startswith("+")}
-    assert marked == set(added), marked ^ set(added)  # no line marked "+" that the minimal class has too
+    assert marked == set(added), marked ^ set(added)  # no line tagged "+" that the minimal class has too
+    tags = set(added.values())
+    table = [line for line in _notebook_markdown_after("Accumulating").splitlines() if line.startswith("| `+ ")]
+    rows = [line.split("|")[1].strip().strip("`") for line in table]
+    assert sorted(rows) == sorted(tags), (rows, tags)  # one row per tag, no other row
+    assert all(len(line.split("|")) == 6 for line in table)  # tag, what it handles, without it, delete?
+
+
+def test_notebook_minimal_train_step_without_tf_function_fails_in_fit():
+    # the notebook: keep @tf.function; fit traces train_step without AutoGraph, and the for loop over tf.range fails
+    source = _notebook_cell("MinimalAccumulating").replace("    @tf.function", "    # no decorator")
+    scope = {"np": np, "tf": tf, "keras": keras}
+    exec(compile(source, "<no tf.function>", "exec"), scope)  # noqa: S102
+    x, y = _data(12)
+    base = _model()
+    model = scope["MinimalAccumulating"](base.inputs, base.outputs, micro_size=5)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    with pytest.raises(Exception, match="Iterating over a symbolic"):
+        model.fit(x, y, batch_size=12, epochs=1, verbose=0)
+
+
+def test_notebook_table_without_the_dict_and_sample_weight_lines_fit_stops():
+    # the table's "without it" for "+ dict inputs" and "+ sample weights": MinimalAccumulating (none of the "+"
+    # lines) stops with a TypeError on a dict of inputs and a ValueError on (x, y, sample_weight) batches
+    Minimal = _notebook_accumulating_model("MinimalAccumulating")
+    x, y = _data(24)
+    base = _model()
+    model = Minimal(base.inputs, base.outputs, micro_size=5)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    with pytest.raises(ValueError):
+        model.fit(x, y, sample_weight=np.ones(24, "float32"), batch_size=12, verbose=0)
+    keras.utils.set_random_seed(0)
+    a, b = keras.Input((2,), name="a"), keras.Input((2,), name="b")
+    model = Minimal({"a": a, "b": b}, keras.layers.Dense(1)(keras.layers.Concatenate()([a, b])), micro_size=5)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    with pytest.raises(TypeError):
+        model.fit({"a": x[:, :2], "b": x[:, 2:]}, y, batch_size=12, verbose=0)
+
+
+def test_notebook_table_without_scale_loss_steps_are_too_small_under_mixed_precision(mixed_float16):
+    # the table's "without it" for "+ mixed precision": compile wraps the optimizer in a LossScaleOptimizer under
+    # mixed_float16, which divides gradients never multiplied by its scale (2**15 at first): SGD's steps shrink
+    Minimal = _notebook_accumulating_model("MinimalAccumulating")
+    x, y = _regression(48, 0.0)
+    start = _mixed_model().get_weights()
+    base = _mixed_model()
+    model = Minimal(base.inputs, base.outputs, micro_size=6)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    ref = _mixed_model()
+    ref.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    for m in (model, ref):
+        m.fit(x, y, batch_size=12, epochs=1, shuffle=False, verbose=0)
+    moved = _max_diff(model.get_weights(), start)
+    assert moved > 0 and _max_diff(ref.get_weights(), start) > 1000 * moved
+
+
+def test_notebook_table_without_the_replica_line_history_reports_the_loss_over_the_replicas(fresh_python):
+    # the table's "without it" for "+ several GPUs": on 2 replicas MinimalAccumulating trains as fit does on one
+    # device, but History's loss is half of fit's (compute_loss divided each replica's loss by 2)
+    cell = _notebook_cell("MinimalAccumulating")
+    out = fresh_python(textwrap.dedent(f"""
+        import linecache
+        from helpers import runtime
+        runtime.setup(seed=0, replicas=2)
+        import numpy as np, tensorflow as tf, keras
+        source = {cell!r}
+        linecache.cache["<cell>"] = (len(source), None, source.splitlines(keepends=True), "<cell>")
+        exec(compile(source, "<cell>", "exec"))
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(48, 4)).astype("float32")
+        y = (x @ np.array([[1.0], [-2.0], [0.5], [0.0]])).astype("float32")
+        def make():
+            keras.utils.set_random_seed(0)
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
+        with tf.distribute.MirroredStrategy().scope():
+            base = make()
+            model = MinimalAccumulating(base.inputs, base.outputs, micro_size=5)
+            model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        got = model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0).history["loss"][0]
+        ref = make()
+        ref.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        want = ref.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0).history["loss"][0]
+        gap = max(float(np.abs(a - b).max()) for a, b in zip(model.get_weights(), ref.get_weights()))
+        print("weights", gap < 1e-6, "half", abs(2 * got - want) < 1e-5 * want)
+    """))
+    assert out.split()[-4:] == ["weights", "True", "half", "True"], out
 
 
 @pytest.mark.parametrize("make_optimizer", [
@@ -1407,6 +1508,25 @@ def test_xla_gives_a_short_last_micro_batch_the_full_micro_size_rows(no_op_deter
     assert int(tf.function(rows_of_last, jit_compile=True)(batch)) == 64
 
 
+def test_xla_pads_a_short_last_micro_batch_with_zeros_rather_than_shifting_it():
+    # the notebook's XLA cell: rows 64..99 of 100, 64 at a time in a tf.range loop; under XLA the last slice keeps its
+    # 36 rows and reads 0 past them (padding, not an overlapping slice that starts at 36): a sum is right, a mean /64
+    def last(rows):
+        seen = tf.zeros([5])
+        for i in tf.range(0, 100, 64):
+            x_k = rows[i:i + 64]
+            seen = tf.stack([tf.cast(tf.shape(x_k)[0], "float32"), x_k[0], x_k[-1], tf.reduce_sum(x_k),
+                             tf.reduce_mean(x_k)])
+        return seen
+
+    rows = tf.range(100.0) + 1000.0
+    plain = tf.function(last)(rows).numpy()
+    xla = tf.function(last, jit_compile=True)(rows).numpy()
+    total = sum(range(1064, 1100))
+    assert plain.tolist() == [36, 1064, 1099, total, total / 36]
+    assert xla[:4].tolist() == [64, 1064, 0, total] and abs(xla[4] - total / 64) < 1e-3
+
+
 def test_notebook_train_step_under_xla_with_a_short_last_micro_batch_differs_from_fit(no_op_determinism):
     # tripwire: the notebook's class with supports_jit switched back on, compiled with XLA: another loss (and update)
     x, y = _xla_data()
@@ -1523,7 +1643,15 @@ def test_windows_figure_marks_what_each_update_adds_up():
     assert sum(round(t.get_position()[1]) == -1 for t in pluses) == 3 + 1 + 3 + 1
     assert sum(round(t.get_position()[1]) == -2 for t in pluses) == 3 + 3 + 3
     assert ax.get_title() == "Each update adds up its micro-batches' gradients × the weights shown"
-    assert min(t.get_fontsize() for t in ax.texts) >= 9
+    assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
+    # a second legend names the circled "+" and the triangle (ax.get_legend() is the colours' legend)
+    import matplotlib.legend
+
+    legends = [c for c in ax.get_children() if isinstance(c, matplotlib.legend.Legend)]
+    marks = [legend for legend in legends if legend is not ax.get_legend()]
+    assert len(marks) == 1 and not marks[0].get_clip_on()  # drawn below the axes, not clipped away
+    assert [t.get_text() for t in marks[0].get_texts()] == ["gradients added, each × its weight",
+                                                            "their sum applied: one update"]
     import matplotlib.pyplot as plt
 
     plt.close(fig)

@@ -107,7 +107,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     each labelled with its weight ``n / batch``) and Keras' ``gradient_accumulation_steps`` (one global counter; every
     micro-batch weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). An
     outline groups the micro-batches of one update, a "+" between two of its boxes says that their weighted
-    gradients are added, a triangle marks where the sum is applied, a dashed line each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
+    gradients are added, a triangle marks where the sum is applied, a dashed line each new epoch (a second
+    legend, under the colours' one, names the "+" and the triangle). Colour says whether an update equals one of fit's large batches (blue) or not
     (vermillion), in every row alike; a micro-batch weighted above its share of its update's examples
     (the trap: 4 examples weighted 1/4, as much as 8) is filled solid vermillion.
 
@@ -120,6 +121,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
 
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgba
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     from helpers.arguments import require_int
@@ -144,7 +146,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ends = list(itertools.accumulate(sum(w) for w in ours))
     fit_batches = {(end - sum(w), sum(w)) for end, w in zip(ends, ours)}  # (first example, examples) of fit's
     total = epochs * sum(sizes)
-    fig, ax = new_figure(width=12, height=5.0)
+    fig, ax = new_figure(width=13, height=5.5)
     ax.grid(False)
     over = ""  # the first micro-batch weighted above its share, named in the legend
     for row, (label, windows, rule) in enumerate(rows):
@@ -161,8 +163,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
                                            alpha=0.85 if heavy else 0.3, edgecolor="grey", linewidth=0.6))
                 share = {"batch": f"{size} examples", "size": f"{size}/{sum(window)}",
                          "equal": f"{Fraction(1, len(window))}"}[rule]
-                narrow = size < 0.06 * total  # a small box: a smaller label, so that it stays inside
-                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=9 if narrow else 11,
+                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=11,
                         color="white" if heavy else "black", fontweight="bold" if heavy else "normal")
                 if start > first:  # the gradients of one update's micro-batches are added up
                     ax.text(start, y + 0.3, "+", ha="center", va="center", fontsize=10, fontweight="bold",
@@ -192,7 +193,13 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     if over:
         keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
                           label=over))
-    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=11)
+    marks = [Line2D([], [], linestyle="none", marker=r"$\oplus$", markersize=13, color="black",
+                    label="gradients added, each × its weight"),
+             Line2D([], [], linestyle="none", marker="v", markersize=9, color="grey", markeredgecolor="black",
+                    label="their sum applied: one update")]
+    ax.add_artist(ax.legend(handles=marks, loc="upper center", bbox_to_anchor=(0.45, -0.33), ncol=2, fontsize=11,
+                            frameon=False)).set_clip_on(False)  # add_artist clips to the axes: the legend is below
+    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=11)  # get_legend()
     ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
     return fig
