@@ -1188,42 +1188,56 @@ def test_notebook_minimal_train_step_equals_fit_with_an_l2_penalty_and_a_metric(
     assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
 
 
-def _notebook_markdown_after(defining):
-    """The markdown cell right after the notebook's code cell that defines ``defining``."""
+def _notebook_markdown_around(defining):
+    """The markdown cells right before and right after the notebook's code cell that defines ``defining``."""
     import nbformat
 
     from tests.notebook_answers import ROOT
 
     cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    for i, c in enumerate(cells[:-1]):
-        if c.cell_type == "code" and f"class {defining}(" in c.source:
-            assert cells[i + 1].cell_type == "markdown"
-            return cells[i + 1].source
+    for i, c in enumerate(cells[1:-1], start=1):
+        if c.cell_type == "code" and (f"class {defining}(" in c.source or f"def {defining}(" in c.source):
+            assert cells[i - 1].cell_type == cells[i + 1].cell_type == "markdown"
+            return cells[i - 1].source, cells[i + 1].source
     raise AssertionError(f"no cell defines {defining}")
 
 
-def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_tagged_plus_one_table_row_per_tag():
-    # the notebook says: Accumulating is MinimalAccumulating plus the lines tagged "+", and the table right after
-    # the cell has one row per tag (what it handles, what goes wrong without it, whether a plain model may delete it)
-    def code_lines(source):
-        lines = {}
-        for line in source.splitlines():
-            code, _, comment = line.partition("  #")
-            if code.strip() and not code.strip().startswith(("class ", "#")):
-                lines[code.strip()] = comment.strip()
-        return lines
+def _code_lines(source):
+    """{code: trailing comment} for each line of code of a class (its first line and comment lines left out)."""
+    lines = {}
+    for line in source.splitlines():
+        code, _, comment = line.partition("  #")
+        if code.strip() and not code.strip().startswith(("class ", "#")):
+            lines[code.strip()] = comment.strip()
+    return lines
 
-    minimal = code_lines(_notebook_cell("MinimalAccumulating"))
-    full = code_lines(_notebook_cell("Accumulating"))
+
+def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_tagged_plus_step_one_names_two_of_them():
+    # the notebook says: Accumulating is MinimalAccumulating plus the lines tagged "+", each with its reason; step 1
+    # (one GPU, float32) adds the two tagged "+ XLA" and "+ memory", shown as code in the markdown before the XLA cell
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    minimal = _code_lines(_notebook_cell("MinimalAccumulating"))
+    full = _code_lines(_notebook_cell("Accumulating"))
     added = {code: comment for code, comment in full.items() if code not in minimal}
-    assert added and all(comment.startswith("+ ") and len(comment) > 4 for comment in added.values()), added
+    assert added and all(comment.startswith("+ ") for comment in added.values()), added
     marked = {code for code, comment in full.items() if comment.startswith("+")}
     assert marked == set(added), marked ^ set(added)  # no line tagged "+" that the minimal class has too
-    tags = set(added.values())
-    table = [line for line in _notebook_markdown_after("Accumulating").splitlines() if line.startswith("| `+ ")]
-    rows = [line.split("|")[1].strip().strip("`") for line in table]
-    assert sorted(rows) == sorted(tags), (rows, tags)  # one row per tag, no other row
-    assert all(len(line.split("|")) == 6 for line in table)  # tag, what it handles, without it, delete?
+    tags = {comment[2:].partition(":")[0] for comment in added.values()}
+    assert tags == {"XLA", "memory", "dict inputs", "sample weights", "mixed precision", "several GPUs"}, tags
+    step_one = {code for code, comment in added.items() if comment.startswith(("+ XLA", "+ memory"))}
+    assert step_one == {"self.supports_jit = False",
+                        "tf.autograph.experimental.set_loop_options(parallel_iterations=1)"}, step_one
+    step_two = _notebook_markdown_around("Accumulating")[0]
+    assert "**Step 2" in step_two and all(tag in step_two for tag in tags), step_two
+    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
+    step_one_md = [c.source for c in cells if c.cell_type == "markdown" and "**Step 1" in c.source]
+    assert len(step_one_md) == 1
+    shown = {line.partition("  #")[0].strip() for line in
+             step_one_md[0].split("```python")[1].split("```")[0].strip().splitlines()}
+    assert shown == step_one, shown
 
 
 def test_notebook_minimal_train_step_without_tf_function_fails_in_fit():
@@ -1239,8 +1253,8 @@ def test_notebook_minimal_train_step_without_tf_function_fails_in_fit():
         model.fit(x, y, batch_size=12, epochs=1, verbose=0)
 
 
-def test_notebook_table_without_the_dict_and_sample_weight_lines_fit_stops():
-    # the table's "without it" for "+ dict inputs" and "+ sample weights": MinimalAccumulating (none of the "+"
+def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
+    # why Accumulating has the lines tagged "+ dict inputs" and "+ sample weights": MinimalAccumulating (none of the "+"
     # lines) stops with a TypeError on a dict of inputs and a ValueError on (x, y, sample_weight) batches
     Minimal = _notebook_accumulating_model("MinimalAccumulating")
     x, y = _data(24)
@@ -1257,8 +1271,8 @@ def test_notebook_table_without_the_dict_and_sample_weight_lines_fit_stops():
         model.fit({"a": x[:, :2], "b": x[:, 2:]}, y, batch_size=12, verbose=0)
 
 
-def test_notebook_table_without_scale_loss_steps_are_too_small_under_mixed_precision(mixed_float16):
-    # the table's "without it" for "+ mixed precision": compile wraps the optimizer in a LossScaleOptimizer under
+def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(mixed_float16):
+    # why Accumulating has the lines tagged "+ mixed precision": compile wraps the optimizer in a LossScaleOptimizer under
     # mixed_float16, which divides gradients never multiplied by its scale (2**15 at first): SGD's steps shrink
     Minimal = _notebook_accumulating_model("MinimalAccumulating")
     x, y = _regression(48, 0.0)
@@ -1275,8 +1289,8 @@ def test_notebook_table_without_scale_loss_steps_are_too_small_under_mixed_preci
     assert moved > 0 and _max_diff(ref.get_weights(), start) > 1000 * moved
 
 
-def test_notebook_table_without_the_replica_line_history_reports_the_loss_over_the_replicas(fresh_python):
-    # the table's "without it" for "+ several GPUs": on 2 replicas MinimalAccumulating trains as fit does on one
+def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_replicas(fresh_python):
+    # why Accumulating has the lines tagged "+ several GPUs" (the notebook: the gradient is right as it is): on 2 replicas MinimalAccumulating trains as fit does on one
     # device, but History's loss is half of fit's (compute_loss divided each replica's loss by 2)
     cell = _notebook_cell("MinimalAccumulating")
     out = fresh_python(textwrap.dedent(f"""
@@ -1525,6 +1539,43 @@ def test_xla_pads_a_short_last_micro_batch_with_zeros_rather_than_shifting_it():
     total = sum(range(1064, 1100))
     assert plain.tolist() == [36, 1064, 1099, total, total / 36]
     assert xla[:4].tolist() == [64, 1064, 0, total] and abs(xla[4] - total / 64) < 1e-3
+
+
+def test_notebook_minimal_train_step_under_xla_counts_the_last_micro_batch_as_full():
+    # the notebook's XLA cell: MinimalAccumulating's step on 12 examples in micro-batches of 5, 5, 2, compiled with
+    # tf.function(jit_compile=True) as fit does on a GPU. The last micro-batch counts as 5 rows: History's loss is
+    # divided by 15 instead of 12; the data's gradient survives (its mean and its weight n_k/N miscount alike), but a
+    # penalty added to every micro-batch's loss enters the update 15/12 times (SGD: an extra 0.1 * 3/12 * dP/dw)
+    Minimal = _notebook_accumulating_model("MinimalAccumulating")
+    x, y = _data(12)
+
+    def step(penalty, xla):
+        base = _model(kernel_regularizer=penalty)
+        model = Minimal(base.inputs, base.outputs, micro_size=5)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+        logs = tf.function(model.train_step, jit_compile=xla)((tf.constant(x), tf.constant(y)))
+        return float(logs["loss"]), model.get_weights()
+
+    def fit_step(penalty):
+        model = _model(kernel_regularizer=penalty)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+        loss = model.fit(x, y, batch_size=12, epochs=1, verbose=0).history["loss"][0]
+        return loss, model.get_weights()
+
+    fit_loss, fit_weights = fit_step(None)
+    plain_loss, plain_weights = step(None, xla=False)
+    xla_loss, xla_weights = step(None, xla=True)
+    assert abs(plain_loss - fit_loss) < 1e-5 and _max_diff(plain_weights, fit_weights) < 1e-6
+    assert abs(15 * xla_loss - 12 * plain_loss) < 1e-4 and _max_diff(xla_weights, fit_weights) < 1e-6
+    penalty = keras.regularizers.L2(0.01)
+    start = _model(kernel_regularizer=penalty).get_weights()
+    _, fit_weights = fit_step(penalty)
+    _, plain_weights = step(penalty, xla=False)
+    _, xla_weights = step(penalty, xla=True)
+    assert _max_diff(plain_weights, fit_weights) < 1e-6 and _max_diff(xla_weights, fit_weights) > 1e-5
+    extra = 0.1 * 3 / 12 * 2 * 0.01 * start[0]  # the penalty's gradient on the kernel, 3/12 more of it
+    assert np.allclose(xla_weights[0], fit_weights[0] - extra, atol=1e-6)
+    assert _max_diff(xla_weights[1:], fit_weights[1:]) < 1e-6
 
 
 def test_notebook_train_step_under_xla_with_a_short_last_micro_batch_differs_from_fit(no_op_determinism):
