@@ -145,7 +145,7 @@ def test_accumulation_memory_labels_sizes_with_counts_and_draws_the_fixed_part()
     assert len(floor) == 1 and [round(v, 6) for v in floor[0].get_ydata()] == [0.166667, 0.166667]
     assert len(ax.lines) == 2  # the peaks and the floor, nothing else
     assert [t.get_text() for t in ax.texts] == ["0.53x", "0.30x"]
-    assert "weights" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["peak memory of one update", "weights: 0.17x"]
     with pytest.raises(ValueError, match="peak_mib must hold positive"):
         plots.accumulation_memory([1, 2], [0.0, 1.0], effective=64, fixed_mib=0.5, fixed_label="w")
     with pytest.raises(ValueError, match="equal length"):
@@ -154,14 +154,14 @@ def test_accumulation_memory_labels_sizes_with_counts_and_draws_the_fixed_part()
         plots.accumulation_memory([3], [1.0], effective=64, fixed_mib=0.5, fixed_label="w")
 
 
-def test_accumulation_memory_draws_the_time_per_example_with_ratios():
+def test_accumulation_memory_draws_the_time_of_one_update_with_ratios():
     import pytest
 
     fig = plots.accumulation_memory([1, 4], [2.0, 1.0], effective=1000, fixed_mib=0.5, fixed_label="w",
                                     seconds=[0.002, 0.003])
     time_ax = fig.axes[1]
     assert [round(bar.get_height(), 6) for bar in time_ax.patches] == [1.0, 1.5]  # relative to the first
-    assert time_ax.get_ylabel() == "time per example (1 = 2 µs)"
+    assert time_ax.get_ylabel() == "time of one update (1 = 2 ms)"
     assert [t.get_text() for t in time_ax.texts] == ["1.00x", "1.50x"]
     with pytest.raises(ValueError, match="seconds"):
         plots.accumulation_memory([1, 4], [2.0, 1.0], effective=1000, fixed_mib=0.5, fixed_label="w", seconds=[1.0])
@@ -179,7 +179,7 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     texts = [t.get_text() for t in ax.texts]
     assert [t for t in texts if "update" in t] == ["4 updates", "4 updates", "3 updates"]
     # the large batches, then each micro-batch's weight: by size in each large batch, 1/4 in Keras'
-    assert texts.count("32") == 2 and texts.count("12") == 2
+    assert texts.count("32 examples") == 2 and texts.count("12 examples") == 2
     assert texts.count("8/32") == 8 and texts.count("8/12") == 2 and texts.count("4/12") == 2
     assert texts.count("1/4") == 12
     triangles = [line for line in ax.lines if line.get_marker() == "v"]
@@ -194,11 +194,18 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert {c for _, y, c in where if y != keras_row} == {blue}
     outlines = [p for p in ax.patches if p.get_facecolor()[3] == 0 and p.get_linewidth() > 2]
     assert len(outlines) == 11  # one per update
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["update = one of fit's batches",
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["an update equal to one of fit's",
                                                                    "an update fit never makes",
-                                                                   "weighted above its size: a micro-batch of 4 (the last of the 28 examples),\n"
-                                                                   "weighted as 1 of 4 micro-batches"]
-    assert ax.get_yticklabels()[1].get_text() == "ours: each batch of 32,\nsplit into micro-batches of 8"
+                                                                   "4 examples weighted 1/4, as much as 8"]
+    assert ax.get_yticklabels()[1].get_text() == "Accumulating(micro_size=8)\non fit's batches of 32"
+    # every label inside its box: the small box's "4/12" too
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for text in ax.texts:
+        if text.get_text() == "4/12":
+            width = text.get_window_extent(renderer).width
+            box = ax.transData.transform([(0, 0), (4, 0)])
+            assert width < box[1][0] - box[0][0]
     assert ax.get_xlim()[1] < 89  # the axis ends with the data
     # the legend's keys look like the updates they name: a light fill inside a thick outline of the colour
     keys = ax.get_legend().get_patches()

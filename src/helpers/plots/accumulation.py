@@ -12,20 +12,24 @@ __all__ = ["accumulation_memory", "accumulation_windows"]
 
 
 def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
-                        fixed_mib: float, fixed_label: str, seconds: list[float] | None = None) -> Any:
-    """Notebook 02's cost figure: the peak memory of one ``effective``-example gradient computed in
-    ``k`` micro-batches, for each ``k`` in ``splits``, relative to the first split's (its MiB in the axis
-    label), each point labelled with its ratio; a tick reads "k × size". A dashed line marks the floor
-    that does not shrink (``fixed_mib``, relative too), labelled ``fixed_label`` (say what it holds).
-    With ``seconds`` (the time of one update in each split), a second panel shows the time per example
-    relative to the first split's. Ratios, because the absolute sizes and times are one machine's.
+                        fixed_mib: float, fixed_label: str, seconds: list[float] | None = None,
+                        relative: bool = True) -> Any:
+    """Notebook 02's cost figure: the peak memory of one update of ``effective`` examples made in ``k``
+    micro-batches, for each ``k`` in ``splits``; a tick reads "k × size". A dashed line marks the floor
+    that does not shrink (``fixed_mib``), labelled ``fixed_label`` (say what it holds). With ``seconds``
+    (the time of the same update in each split), a second panel shows that time as bars.
+
+    ``relative=False`` (the notebook's): both panels in MiB and ms, each point and bar labelled with its
+    value. ``relative=True``: each value divided by the first split's (its MiB and ms in the axis labels),
+    labelled "0.62x".
 
     >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="weights")
     >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
     ['1 × 4', '2 × 2']
-    >>> len(accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="w",
-    ...                         seconds=[1.0, 1.2]).axes)
-    2
+    >>> fig = accumulation_memory([1, 2], [2.0, 1.0], effective=4, fixed_mib=0.5, fixed_label="w",
+    ...                           seconds=[0.01, 0.012], relative=False)
+    >>> fig.axes[0].get_ylabel(), fig.axes[1].get_ylabel()
+    ('peak memory of one update (MiB)', 'time of one update (ms)')
     """
     if len(splits) != len(peak_mib) or not splits:
         raise ValueError(f"splits and peak_mib must be non-empty and of equal length, got "
@@ -39,29 +43,36 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     fig, axes = new_figure(1 if seconds is None else 2, width=6.5 if seconds is None else 11, height=3.8)
     ax = axes if seconds is None else axes[0]
     ticks = [f"{k} × {effective // k}" for k in splits]
-    relative = [mib / peak_mib[0] for mib in peak_mib]
-    ax.plot(splits, relative, "o-", label="peak memory of one gradient")
-    ax.axhline(fixed_mib / peak_mib[0], color="grey", ls="--", lw=1.5, label=fixed_label)
-    for k, ratio in zip(splits[1:], relative[1:]):
-        ax.annotate(f"{ratio:.2f}x", (k, ratio), textcoords="offset points", xytext=(0, 8), ha="center")
+    unit = peak_mib[0] if relative else 1.0
+    values = [mib / unit for mib in peak_mib]
+    floor = fixed_mib / unit
+    label = (lambda v: f"{v:.2f}x") if relative else (lambda v: f"{v:.1f} MiB")
+    ax.plot(splits, values, "o-", label="peak memory of one update")
+    ax.axhline(floor, color="grey", ls="--", lw=1.5, label=f"{fixed_label}: {label(floor)}")
+    for k, value in zip(splits[int(relative):], values[int(relative):]):  # relative: the first is 1.00x
+        ax.annotate(label(value), (k, value), textcoords="offset points", xytext=(5, 6), ha="left")  # clear of the line
     ax.set_xscale("log", base=2)
     ax.set_xticks(splits, ticks)
+    ax.set_xlim(splits[0] / 1.5, splits[-1] * 1.5)  # room for the end points' labels
     ax.minorticks_off()
     ax.set_xlabel(f"micro-batches × examples in each ({effective} in all)")
-    ax.set_ylabel(f"peak memory (1 = {peak_mib[0]:.3g} MiB)")
-    ax.set_ylim(0, 1.15)
-    ax.set_title("memory: smaller micro-batches, down to a floor")
+    ax.set_ylabel(f"peak memory (1 = {peak_mib[0]:.3g} MiB)" if relative else "peak memory of one update (MiB)")
+    ax.set_ylim(0, max(values) * 1.15)
+    ax.set_title(f"memory of one update of {effective}: down to a floor")
     ax.legend(loc="upper right", fontsize=9)
     if seconds is not None:
-        relative_time = [s / seconds[0] for s in seconds]  # the same examples in every split: per example too
-        bars = axes[1].bar(ticks, relative_time, color=COLORS[0], alpha=0.7)
-        for bar, ratio in zip(bars, relative_time):
-            axes[1].annotate(f"{ratio:.2f}x", (bar.get_x() + bar.get_width() / 2, ratio),
+        scale = seconds[0] if relative else 1e-3
+        times = [s / scale for s in seconds]  # the same update in every split
+        bars = axes[1].bar(ticks, times, color=COLORS[0], alpha=0.7)
+        for bar, value in zip(bars, times):
+            axes[1].annotate(f"{value:.2f}x" if relative else f"{value:.0f} ms",
+                             (bar.get_x() + bar.get_width() / 2, value),
                              textcoords="offset points", xytext=(0, 3), ha="center")
         axes[1].set_xlabel(f"micro-batches × examples in each ({effective} in all)")
-        axes[1].set_ylabel(f"time per example (1 = {seconds[0] / effective * 1e6:.3g} µs)")
-        axes[1].set_ylim(0, max(relative_time) * 1.15)  # room for the top label
-        axes[1].set_title(f"time per example (one update of {effective})")
+        axes[1].set_ylabel(f"time of one update (1 = {seconds[0] * 1e3:.3g} ms)" if relative
+                           else "time of one update (ms)")
+        axes[1].set_ylim(0, max(times) * 1.15)  # room for the top label
+        axes[1].set_title(f"time of one update of {effective}")
         axes[1].grid(axis="x", visible=False)
     fig.tight_layout()
     return fig
@@ -91,14 +102,15 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
 
     ``sizes``: the examples of each micro-batch of one epoch, in order; ``steps`` micro-batches
     make a large batch; ``epochs`` passes. Three rows share one axis of examples read: the large
-    batches (``fit(batch_size=steps * sizes[0])``, one box per batch), the size-weighted loop (each
-    large batch split into its micro-batches, each labelled with its share ``n / batch``; the helper
-    makes the same updates) and Keras' ``gradient_accumulation_steps`` (one global counter; every
+    batches (``fit(batch_size=steps * sizes[0])``, one box per batch, labelled with its examples), the
+    size-weighted loop (notebook 02's ``Accumulating``: each large batch split into its micro-batches,
+    each labelled with its weight ``n / batch``) and Keras' ``gradient_accumulation_steps`` (one global counter; every
     micro-batch weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). An
-    outline groups the micro-batches of one update, a triangle marks where it is applied, a dashed line
-    each new epoch. Colour says whether an update equals one of fit's large batches (blue) or not
+    outline groups the micro-batches of one update, a "+" between two of its boxes says that their weighted
+    gradients are added, a triangle marks where the sum is applied, a dashed line each new epoch (a second
+    legend, under the colours' one, names the "+" and the triangle). Colour says whether an update equals one of fit's large batches (blue) or not
     (vermillion), in every row alike; a micro-batch weighted above its share of its update's examples
-    (the trap: a micro-batch of 4, the last of 28 examples, weighted as 1 of 4 micro-batches) is filled solid vermillion.
+    (the trap: 4 examples weighted 1/4, as much as 8) is filled solid vermillion.
 
     >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
     >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
@@ -109,6 +121,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
 
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgba
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     from helpers.arguments import require_int
@@ -127,13 +140,13 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     per_epoch = " + ".join(str(sum(w)) for w in _windows(sizes, steps, 1, per_epoch=True))
     rows = [
         (f"fit(batch_size={large})\nbatches of {per_epoch} per epoch", [[sum(w)] for w in ours], "batch"),
-        (f"ours: each batch of {large},\nsplit into micro-batches of {sizes[0]}", ours, "size"),
+        (f"Accumulating(micro_size={sizes[0]})\non fit's batches of {large}", ours, "size"),
         (f"Keras' built-in\ngradient_accumulation_steps={steps}", keras_applied, "equal"),
     ]
     ends = list(itertools.accumulate(sum(w) for w in ours))
     fit_batches = {(end - sum(w), sum(w)) for end, w in zip(ends, ours)}  # (first example, examples) of fit's
     total = epochs * sum(sizes)
-    fig, ax = new_figure(width=10, height=4.5)
+    fig, ax = new_figure(width=13, height=5.5)
     ax.grid(False)
     over = ""  # the first micro-batch weighted above its share, named in the legend
     for row, (label, windows, rule) in enumerate(rows):
@@ -144,14 +157,17 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             first = start
             for size in window:
                 heavy = rule == "equal" and Fraction(1, len(window)) > Fraction(size, sum(window))
-                over = over or (f"a micro-batch of {size} (the last of the {sum(window)} examples),\n"
-                                f"weighted as 1 of {len(window)} micro-batches" if heavy else "")
+                over = over or (f"{size} examples weighted {Fraction(1, len(window))}, as much as "
+                                f"{max(window)}" if heavy else "")
                 ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=_NOT_FIT if heavy else color,
                                            alpha=0.85 if heavy else 0.3, edgecolor="grey", linewidth=0.6))
-                share = {"batch": f"{size}", "size": f"{size}/{sum(window)}",
+                share = {"batch": f"{size} examples", "size": f"{size}/{sum(window)}",
                          "equal": f"{Fraction(1, len(window))}"}[rule]
-                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=8,
+                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=11,
                         color="white" if heavy else "black", fontweight="bold" if heavy else "normal")
+                if start > first:  # the gradients of one update's micro-batches are added up
+                    ax.text(start, y + 0.3, "+", ha="center", va="center", fontsize=10, fontweight="bold",
+                            bbox={"boxstyle": "circle,pad=0.12", "facecolor": "white", "edgecolor": color})
                 start += size
             inset = total * 0.003  # a gap between the outlines of two updates
             ax.add_patch(plt.Rectangle((first + inset, y - 0.37), start - first - 2 * inset, 0.74,
@@ -162,23 +178,28 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
                                        edgecolor="grey", linewidth=0.8))
             start += size
         late = f"\n+{len(waiting)} micro-batch(es)\nwaiting" if waiting and rule == "equal" else ""
-        ax.text(total * 1.01, y, f"{len(windows)} updates{late}", va="center", fontsize=9, clip_on=False)
+        ax.text(total * 1.01, y, f"{len(windows)} updates{late}", va="center", fontsize=11, clip_on=False)
     for epoch in range(1, epochs):
         ax.axvline(epoch * sum(sizes), color="black", ls="--", lw=1.2)
-        ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=9, va="bottom")
-    ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=9)
+        ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=11, va="bottom")
+    ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=11)
     ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
     ax.set_ylim(-len(rows) + 0.25, 1.15)
-    ax.set_xlabel("examples read (a box is as wide as its micro-batch)")
-    ax.set_title("Each box is one micro-batch, labelled with the weight its gradient gets.\n"
-                 "Each outline is one update: its boxes' weighted gradients added up, applied once at ▼")
+    ax.set_xlabel("examples read (a box is as wide as its micro-batch)", fontsize=11)
+    ax.set_title("Each update adds up its micro-batches' gradients × the weights shown", fontsize=13)
     keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
-            for color, label in [(_SAME_AS_FIT, "update = one of fit's batches"),
+            for color, label in [(_SAME_AS_FIT, "an update equal to one of fit's"),
                                  (_NOT_FIT, "an update fit never makes")]]
     if over:
         keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
-                          label=f"weighted above its size: {over}"))
-    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=2, fontsize=9)
+                          label=over))
+    marks = [Line2D([], [], linestyle="none", marker=r"$\oplus$", markersize=13, color="black",
+                    label="gradients added, each × its weight"),
+             Line2D([], [], linestyle="none", marker="v", markersize=9, color="grey", markeredgecolor="black",
+                    label="their sum applied: one update")]
+    ax.add_artist(ax.legend(handles=marks, loc="upper center", bbox_to_anchor=(0.45, -0.33), ncol=2, fontsize=11,
+                            frameon=False)).set_clip_on(False)  # add_artist clips to the axes: the legend is below
+    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=11)  # get_legend()
     ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
     return fig
