@@ -887,10 +887,26 @@ def _from_notebook(*names):
     return scope
 
 
+def _from_docs(scope):
+    """Runs the ```python blocks of docs/snapshots.md (the `fit` versions of a target network and a mean
+    teacher, built on the notebook's ``WithPastB``) in ``scope``, and returns it."""
+    import re
+
+    from tests.notebook_answers import ROOT
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "snapshots.md").read_text(encoding="utf-8"), re.S)
+    assert blocks, "docs/snapshots.md no longer shows the fit versions of the refresh policies"
+    for block in blocks:
+        exec(compile(block, "docs/snapshots.md", "exec"), scope)  # noqa: S102 - our docs
+    return scope
+
+
 @pytest.fixture(scope="module")
 def nb():
-    return _from_notebook("make_b", "make_sync", "WithPastB", "FixedTarget", "TargetNetwork", "MeanTeacher", "mse",
-                          "LAMBDA", "make_models")
+    scope = _from_notebook("make_b", "make_sync", "WithPastB", "mse", "LAMBDA", "make_models", "check_copy",
+                           "GAMMA", "angles", "states", "next_states", "rewards", "moves", "true_values",
+                           "make_td_step")
+    return _from_docs(scope)
 
 
 def _data():
@@ -1107,8 +1123,8 @@ def _weights(model):
     return [v.numpy() for v in model.variables if "moving" not in v.name]
 
 
-def test_the_notebooks_target_network_syncs_every_ten_steps_with_tf_cond_inside_fit(nb):
-    # The notebook's TargetNetwork: tf.cond(self.optimizer.iterations % 10 == 0, ...) in refresh(). It syncs
+def test_the_fit_target_network_syncs_every_ten_steps_with_tf_cond(nb):
+    # docs/snapshots.md's TargetNetwork: tf.cond(self.optimizer.iterations % 10 == 0, ...) in refresh(). It syncs
     # in the steps that start with 0, 10, 20 ... updates done (after their evaluation, before the
     # update); in the others the copy keeps what it held.
     model, dataset = _fit_model(nb, policy="TargetNetwork")
@@ -1123,9 +1139,9 @@ def test_the_notebooks_target_network_syncs_every_ten_steps_with_tf_cond_inside_
 
 
 def test_a_python_if_on_the_step_counter_fails_inside_fit(nb):
-    # Why the notebook writes tf.cond: Keras does not let AutoGraph convert train_step, so a Python `if`
+    # Why TargetNetwork (and the notebook's make_td_step) write tf.cond: Keras does not let AutoGraph convert train_step, so a Python `if`
     # on the iteration tensor raises inside fit.
-    class PythonIf(nb["WithPastB"]):
+    class PythonIf(nb["TargetNetwork"]):
         def refresh(self):
             if self.optimizer.iterations % 10 == 0:
                 self.sync_past()
@@ -1136,8 +1152,8 @@ def test_a_python_if_on_the_step_counter_fails_inside_fit(nb):
         model.fit(tf.data.Dataset.from_tensor_slices(_data()).batch(32), shuffle=False, verbose=0)
 
 
-def test_the_notebooks_soft_refresh_moves_the_copys_weights_a_tenth_of_the_way_and_copies_the_statistics(nb):
-    # The notebook's MeanTeacher: make_sync(net_b, past_b, tau=0.1) inside train_step, between the evaluation
+def test_the_fit_mean_teacher_moves_the_copys_weights_a_tenth_of_the_way_and_copies_the_statistics(nb):
+    # docs/snapshots.md's MeanTeacher: make_sync(net_b, past_b, tau=0.1) inside train_step, between the evaluation
     # and the update: past := 0.1 * B + 0.9 * past for the weights, B's (this step's) BatchNorm statistics copied.
     model, dataset = _fit_model(nb, policy="MeanTeacher")
     model.fit(dataset, epochs=2, shuffle=False, verbose=0)  # B and the copy apart
@@ -1164,8 +1180,8 @@ def test_a_copy_left_trainable_is_moved_by_the_optimizer_in_the_first_step(nb):
     assert not all(np.array_equal(p, b) for p, b in zip(_weights(model.past_b), before))
 
 
-def test_the_notebooks_fixed_target_and_target_network_pass_no_gradient_through_the_past_prediction(nb):
-    # FixedTarget.past_output (and so TargetNetwork) wraps past B's output in tf.stop_gradient (a fixed target): A's update
+def test_the_fit_target_networks_pass_no_gradient_through_the_past_prediction(nb):
+    # FixedTarget and TargetNetwork (docs/snapshots.md) wrap past B's output in tf.stop_gradient (a fixed target): A's update
     # is the gradient of the loss with the past prediction held constant; WithPastB's (the source's
     # choice) also carries the gradient through past B's output, so it differs once past B differs from B.
     xs, ys = _data()
@@ -1207,3 +1223,75 @@ def test_make_sync_misses_a_stateful_lstms_states_and_one_loop_over_layer_states
     S.sync(lstm, copies[2])
     following = lstm(sequence).numpy()
     assert [np.array_equal(c(sequence).numpy(), following) for c in copies] == [False, True, True]
+
+
+def test_the_notebooks_copy_is_independent_of_b_and_an_alias_is_not(nb):
+    # Moved from the notebook's Proof (round 10): after a fit step B's output changed, make_sync's copy's
+    # did not (an alias's would have); a write into the copy leaves B alone.
+    model, dataset = _fit_model(nb)
+    h = model.net_a(_data()[0])
+    copy = keras.models.clone_model(model.net_b)
+    nb["make_sync"](model.net_b, copy)()
+    copy_before, b_before = copy(h).numpy(), model.net_b(h).numpy()
+    model.fit(dataset, shuffle=False, verbose=0)
+    np.testing.assert_array_equal(copy(h).numpy(), copy_before)
+    assert not np.array_equal(model.net_b(h).numpy(), b_before)  # what an alias would give
+    b_now = model.net_b(h).numpy()
+    copy.get_layer("head").bias.assign_add([1.0])
+    np.testing.assert_array_equal(model.net_b(h).numpy(), b_now)
+
+
+def test_the_notebooks_check_copy_catches_adapted_state_that_make_sync_misses(nb, capsys):
+    # The notebook's "Is your copy complete?": an adapted Normalization keeps its mean and variance outside
+    # model.variables, so after make_sync the variables are equal and the output is not; snapshots.sync
+    # copies that state. A model without such state passes after make_sync.
+    x = np.random.default_rng(1).normal(1.0, 2.0, size=(32, 8)).astype("float32")
+    keras.utils.set_random_seed(0)
+    scale = keras.layers.Normalization()
+    scale.adapt(x)
+    scaled = keras.Sequential([keras.Input((8,)), scale, keras.layers.Dense(1)])
+    past = keras.models.clone_model(scaled)
+    nb["make_sync"](scaled, past)()
+    nb["check_copy"](scaled, past, x)
+    S.sync(scaled, past)
+    nb["check_copy"](scaled, past, x)
+    plain = nb["make_b"](3)
+    plain(x, training=True)  # BatchNorm's statistics move
+    plain_past = keras.models.clone_model(plain)
+    nb["make_sync"](plain, plain_past)()
+    nb["check_copy"](plain, plain_past, x)
+    assert capsys.readouterr().out.splitlines() == [
+        "every variable equal: True, same output: False",
+        "every variable equal: True, same output: True",
+        "every variable equal: True, same output: True"]
+
+
+def _td_run(nb, with_copy, every, tau, steps=200):
+    """The notebook's Picture run: a value network trained by make_td_step, its errors against the exact values."""
+    keras.utils.set_random_seed(0)
+    value = keras.Sequential([keras.Input((2,)), keras.layers.Dense(64, activation="relu"),
+                              keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)])
+    target = keras.models.clone_model(value) if with_copy else value
+    nb["make_sync"](value, target)()
+    td_step = nb["make_td_step"](value, target, every, tau)
+    errors, targets = [], []
+    for _ in range(steps):
+        targets.append(float(td_step()[0, 0]))
+        errors.append(float(np.sqrt(np.mean((value(nb["states"]).numpy() - nb["true_values"]) ** 2))))
+    return np.array(errors), np.array(targets)
+
+
+def test_the_notebooks_target_network_learns_the_values_better_than_the_networks_own_targets(nb):
+    # The notebook's Picture (its printed errors are not compared: 200 steps amplify rounding between
+    # TensorFlow builds): a copy synced every 10 steps, or softly with tau = 0.1, ends far closer to the
+    # exact values than targets from the network itself, and over the last 50 steps too; the hard copy's
+    # target changes only in the steps after a sync (stairs). The exact values obey the Bellman equation.
+    values, rewards = nb["true_values"], nb["rewards"]
+    np.testing.assert_allclose(values, rewards + nb["GAMMA"] * np.roll(values, -1, axis=0), atol=1e-5)
+    alone, _ = _td_run(nb, False, 1, 1.0)
+    hard, hard_targets = _td_run(nb, True, 10, 1.0)
+    soft, _ = _td_run(nb, True, 1, 0.1)
+    for with_copy in (hard, soft):
+        assert with_copy[-1] < alone[-1] / 2 and with_copy[-50:].mean() < alone[-50:].mean() / 2
+    changed = np.flatnonzero(np.diff(hard_targets)) + 1  # the steps whose target differs from the step before
+    assert set(changed) <= set(range(11, 200, 10)) and len(changed) >= 15

@@ -10,8 +10,8 @@ from helpers.plots.decoupling import held_vs_leaky
 from helpers.plots.accumulation import accumulation_memory, accumulation_windows
 from helpers.plots.batching import ptb_grid
 from helpers.plots.validation import validation_curve, validation_passes
-from helpers.plots.snapshots import snapshot_lag, snapshot_step_order
+from helpers.plots.snapshots import snapshot_lag, snapshot_step_order, snapshot_targets
 
 __all__ = ["COLORS", "apply_style", "new_figure", "held_vs_leaky", "accumulation_memory",
            "accumulation_windows", "ptb_grid", "validation_curve", "validation_passes", "snapshot_lag",
-           "snapshot_step_order"]
+           "snapshot_step_order", "snapshot_targets"]
