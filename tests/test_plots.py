@@ -404,28 +404,28 @@ def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_on
             plots.snapshot_step_order(bad)
 
 
-def test_snapshot_targets_draws_each_run_in_both_panels_and_the_hard_copys_syncs_as_ticks():
+def test_snapshot_targets_draws_one_error_curve_per_run_and_a_band_over_several_starts():
     import numpy as np
     import pytest
 
-    runs = {"no copy": np.linspace(1, 2, 30), "every 10": np.repeat([1.0, 1.5, 1.8], 10)}
-    errors = {name: 1 / (1 + np.arange(30)) for name in runs}
-    fig = plots.snapshot_targets(runs, errors, true_target=2.0, every=10)
-    left, right = fig.axes
-    assert [line.get_label() for line in right.get_lines()] == list(runs)
-    labels = [line.get_label() for line in left.get_lines()]
-    assert labels[:2] == list(runs) and "exact value" in labels
-    ticks = [line for line in left.get_lines() if line.get_marker() == "|"]
-    assert len(ticks) == 1 and list(ticks[0].get_xdata()) == [10, 20] and ticks[0].get_markeredgewidth() >= 2.5
-    assert list(left.get_lines()[0].get_xdata()[:2]) == [0, 1]  # step t = 0, 1, ...: updates done before it
-    assert all(ax.get_xlabel().startswith("training step t") for ax in (left, right))
-    legend = fig.legends[0]
-    assert [t.get_text() for t in legend.get_texts()][:2] == list(runs)
+    one = {"no copy": np.linspace(2, 1, 30), "hard copy": 1 / (1 + np.arange(30))}
+    fig = plots.snapshot_targets(one)
+    ax = fig.axes[0]
+    assert len(fig.axes) == 1
+    assert [line.get_label() for line in ax.get_lines()] == list(one)
+    assert list(ax.get_lines()[0].get_xdata()[:2]) == [1, 2]  # the error in steps 1, 2, ...
+    assert not ax.collections and ax.get_legend().get_title().get_text() == ""  # one start: no band
+    assert ax.get_ylim()[0] == 0 and ax.get_xlabel() == "training step"
+    starts = {"no copy": np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]), "hard copy": np.ones(3)}
+    fig = plots.snapshot_targets(starts)
+    ax = fig.axes[0]
+    assert [line.get_label() for line in ax.get_lines()] == ["no copy (mean of 2 starts)", "hard copy"]
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), [2.0, 2.0, 2.0])  # the mean of the starts
+    assert len(ax.collections) == 1  # the band: only for the run with several starts
+    assert "lowest to highest" in ax.get_legend().get_title().get_text()
     with pytest.raises(ValueError, match="at least one run"):
-        plots.snapshot_targets({}, {}, true_target=0.0)
-    with pytest.raises(ValueError, match="the same runs"):
-        plots.snapshot_targets(runs, {"no copy": errors["no copy"]}, true_target=0.0)
+        plots.snapshot_targets({})
     with pytest.raises(ValueError, match=r"errors\['no copy'\]"):
-        plots.snapshot_targets(runs, {**errors, "no copy": np.zeros((2, 2))}, true_target=0.0)
-    with pytest.raises(ValueError, match="every must be a positive"):
-        plots.snapshot_targets(runs, errors, true_target=0.0, every=0)
+        plots.snapshot_targets({"no copy": np.zeros((2, 2, 2))})
+    with pytest.raises(ValueError, match=r"errors\['no copy'\]"):
+        plots.snapshot_targets({"no copy": []})

@@ -137,55 +137,44 @@ def snapshot_step_order(steps: int = 2) -> Any:
     return fig
 
 
-def snapshot_targets(targets: dict[str, Any], errors: dict[str, Any], *, true_target: float,
-                     every: int | None = None) -> Any:
-    """What a past copy buys in value learning with bootstrapped targets (a target network): two panels
-    side by side, one line per run in both.
+def snapshot_targets(errors: dict[str, Any]) -> Any:
+    """What a target network buys in value learning with bootstrapped targets: the error of the value
+    network against the exact values after each training step, one line per run.
 
-    Left: the target one state's value is trained toward in step t (reward + γ · the next state's value
-    as the target network predicts it), beside its exact value (dashed). Right: the error of the value
-    network against the exact values at the end of step t. ``targets`` and ``errors`` map a run's name to
-    one number per step t = 0, 1, … (t: the updates done before the step); their names must agree.
-    ``every`` marks the hard copy's syncs, made in steps ``every``, ``2 every``, … after the target is
-    computed, with thick ticks under the left panel's curves (the first sync, in step 0, changes nothing).
+    ``errors`` maps a run's name to its errors after steps 1, 2, …: one sequence, or one row per start
+    (seed) of equal length. With several starts the line is their mean and a shaded band spans the
+    lowest to the highest; the legend says how many starts there were. The y-axis starts at 0.
 
     >>> import numpy as np
-    >>> runs = {"no copy": np.linspace(1, 2, 30), "every 10": np.repeat([1.0, 1.5, 1.8], 10)}
-    >>> fig = snapshot_targets(runs, {name: 1 / (1 + np.arange(30)) for name in runs}, true_target=2.0, every=10)
-    >>> [line.get_label() for line in fig.axes[1].get_lines()]
-    ['no copy', 'every 10']
+    >>> fig = snapshot_targets({"no copy": np.ones((3, 20)), "hard copy": 1 / (1 + np.arange(20))})
+    >>> [line.get_label() for line in fig.axes[0].get_lines()]
+    ['no copy (mean of 3 starts)', 'hard copy']
     """
-    if not targets:
-        raise ValueError("targets must hold at least one run")
-    if set(targets) != set(errors):
-        raise ValueError(f"targets and errors must name the same runs, got {sorted(targets)} and {sorted(errors)}")
-    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
-        raise ValueError(f"every must be a positive number of steps, got {every!r}")
+    if not errors:
+        raise ValueError("errors must hold at least one run")
     curves = {}
-    for kind, given in (("targets", targets), ("errors", errors)):
-        for name, curve in given.items():
-            curves[kind, name] = np.asarray(curve, dtype=float)
-            if curves[kind, name].ndim != 1 or curves[kind, name].size == 0:
-                raise ValueError(f"{kind}[{name!r}] must be a non-empty 1-D sequence, got shape {curves[kind, name].shape}")
-    fig, (left, right) = new_figure(2, width=12.5, height=4.6)
-    for k, name in enumerate(targets):
-        left.plot(np.arange(curves["targets", name].size), curves["targets", name], color=COLORS[k], lw=1.8, label=name)
-        right.plot(np.arange(curves["errors", name].size), curves["errors", name], color=COLORS[k], lw=1.8, label=name)
-    left.axhline(true_target, color="black", ls="--", lw=1.2, label="exact value")
-    steps = max(curve.size for curve in curves.values())
-    if every is not None:
-        marks = np.arange(every, steps, every)
-        low = left.get_ylim()[0]
-        left.plot(marks, np.full(marks.size, low), ls="none", marker="|", ms=12, mew=2.5, color=COLORS[1],
-                  label=f"the hard copy's syncs (steps {every}, {2 * every}, ...)", clip_on=False)
-    left.set_title("The target of state 0, as step t computes it")
-    left.set_ylabel("reward + γ · value of the next state")
-    right.set_title("Error of the value network (lower is better)")
-    right.set_ylabel("root-mean-square error vs the exact values")
-    right.set_ylim(bottom=0)
-    for ax in (left, right):
-        ax.set_xlabel("training step t (t updates done before it)")
-        ax.set_xlim(-1, steps)
-    fig.legend(*left.get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=9.5)
-    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    for name, given in errors.items():
+        curve = np.asarray(given, dtype=float)
+        if curve.ndim == 1:
+            curve = curve[None, :]
+        if curve.ndim != 2 or curve.size == 0:
+            raise ValueError(f"errors[{name!r}] must be a non-empty sequence, or one row per start, got shape {curve.shape}")
+        curves[name] = curve
+    fig, ax = new_figure(width=9.0, height=4.6)
+    for k, (name, curve) in enumerate(curves.items()):
+        steps = np.arange(1, curve.shape[1] + 1)
+        starts = curve.shape[0]
+        label = name if starts == 1 else f"{name} (mean of {starts} starts)"
+        ax.plot(steps, curve.mean(axis=0), color=COLORS[k], lw=2.0, label=label)
+        if starts > 1:
+            ax.fill_between(steps, curve.min(axis=0), curve.max(axis=0), color=COLORS[k], alpha=0.18, lw=0)
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(0, max(curve.shape[1] for curve in curves.values()) + 1)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("error of the values (RMS)")
+    ax.set_title("How far the learned values are from the exact ones (lower is better)")
+    several = any(curve.shape[0] > 1 for curve in curves.values())
+    ax.legend(loc="upper right", fontsize=9.5, title="shaded: lowest to highest start" if several else None,
+              title_fontsize=9)
+    fig.tight_layout()
     return fig
