@@ -903,7 +903,8 @@ def _from_docs(scope):
 
 @pytest.fixture(scope="module")
 def nb():
-    scope = _from_notebook("make_b", "make_sync", "WithPastB", "TargetB", "mse", "LAMBDA", "make_models",
+    scope = _from_notebook("make_b", "state_pairs", "copy_adapted", "make_sync", "WithPastB", "TargetB", "mse",
+                           "LAMBDA", "make_models",
                            "check_copy", "GAMMA", "angles", "states", "next_states", "rewards", "moves", "true_values",
                            "make_td_step", "value_errors")
     return _from_docs(scope)
@@ -923,16 +924,29 @@ def _fit_model(nb, learning_rate=0.01, policy="WithPastB"):
     return model, tf.data.Dataset.from_tensor_slices(_data()).batch(32)
 
 
-@pytest.mark.parametrize("kind", ["sequential", "functional"])
+@pytest.mark.parametrize("kind", [k for k in BUILDERS if k != "nested"])
 def test_make_sync_copies_all_state_as_snapshots_sync_does(nb, kind):
+    # Sequential, functional, subclassed (a no-argument class's copy built by its constructor), nested
+    # models; all with BatchNorm, most with Dropout (a seed generator's state). ("nested" holds a custom
+    # layer's unnamed add_weight, `variable_12` vs `variable_13`: make_sync refuses the pair, the test below.)
     keras.utils.set_random_seed(11)
-    model = BUILDERS[kind]()  # with BatchNorm and Dropout (a seed generator's state)
+    model = BUILDERS[kind]()
     train(model)
-    past, helper_past = keras.models.clone_model(model), keras.models.clone_model(model)
+    past, helper_past = fresh_copy(model), fresh_copy(model)
     nb["make_sync"](model, past)()
     S.sync(model, helper_past)
     assert same(values(past), values(helper_past)) and same(values(past), values(model))
     np.testing.assert_array_equal(past(X).numpy(), model(X).numpy())
+
+
+def test_make_sync_refuses_unnamed_weights_whose_names_differ_before_writing_anything(nb):
+    keras.utils.set_random_seed(11)
+    model = BUILDERS["nested"]()
+    past = fresh_copy(model)
+    before = [v.numpy() for v in past.variables]
+    with pytest.raises(ValueError, match=r"cannot copy source .*variable_\d+ \(4,\) into target .*variable_\d+"):
+        nb["make_sync"](model, past)
+    assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, past.variables))
 
 
 @pytest.mark.parametrize("tau", [0.1, 0.5])
@@ -1208,23 +1222,34 @@ def test_the_fit_target_networks_pass_no_gradient_through_the_past_prediction(nb
     assert np.abs(changes["WithPastB"] - changes["TargetNetwork"]).max() > 1e-4
 
 
-def test_make_sync_misses_a_stateful_lstms_states_and_one_loop_over_layer_states_adds_them(nb):
-    # Moved from the notebook (its "Will it work on your model?" note): a stateful LSTM keeps its carried
-    # state in layer.states, outside model.variables, so make_sync's copy (like set_weights) gives another
-    # next output; one more loop over the states, or snapshots.sync, gives the original's.
+@pytest.mark.parametrize("rnn", ["LSTM", "GRU", "SimpleRNN", "Bidirectional"])
+def test_make_sync_carries_a_stateful_rnns_states_which_set_weights_misses(nb, rnn):
+    # The notebook's state_pairs: a stateful RNN keeps its carried state in layer.states, outside
+    # model.variables (tripwire in test_upstream.py); make_sync pairs them too, so its copy gives the
+    # original's next output, also when the sync runs inside a compiled step; set_weights' copy does not.
     keras.utils.set_random_seed(0)
-    lstm = keras.Sequential([keras.Input(batch_shape=(2, 5, 3)), keras.layers.LSTM(4, stateful=True),
-                             keras.layers.BatchNormalization(), keras.layers.Dense(1)])
+    layer = (keras.layers.Bidirectional(keras.layers.LSTM(4, stateful=True)) if rnn == "Bidirectional"
+             else getattr(keras.layers, rnn)(4, stateful=True))
+    model = keras.Sequential([keras.Input(batch_shape=(2, 5, 3)), layer, keras.layers.BatchNormalization(),
+                              keras.layers.Dense(1)])
     sequence = np.random.default_rng(2).normal(size=(2, 5, 3)).astype("float32")
-    lstm(sequence, training=True)  # the LSTM keeps its final states; BatchNorm's statistics move
-    copies = [keras.models.clone_model(lstm) for _ in range(3)]
-    nb["make_sync"](lstm, copies[0])()
-    nb["make_sync"](lstm, copies[1])()
-    for s, t in zip(lstm.layers[0].states, copies[1].layers[0].states):
-        t.assign(s)
-    S.sync(lstm, copies[2])
-    following = lstm(sequence).numpy()
-    assert [np.array_equal(c(sequence).numpy(), following) for c in copies] == [False, True, True]
+    model(sequence, training=True)  # the RNN keeps its final states; BatchNorm's statistics move
+    past, by_weights = keras.models.clone_model(model), keras.models.clone_model(model)
+    sync = nb["make_sync"](model, past)
+    sync()
+    by_weights.set_weights(model.get_weights())
+    assert len(nb["state_pairs"](model, past)) > len(model.variables)
+    following = model(sequence).numpy()
+    assert np.array_equal(past(sequence).numpy(), following)
+    assert not np.array_equal(by_weights(sequence).numpy(), following)
+
+    @tf.function
+    def step():
+        model(sequence, training=True)
+        sync()
+
+    step()
+    np.testing.assert_array_equal(past(sequence).numpy(), model(sequence).numpy())
 
 
 def test_the_notebooks_copy_is_independent_of_b_and_an_alias_is_not(nb):
@@ -1243,24 +1268,26 @@ def test_the_notebooks_copy_is_independent_of_b_and_an_alias_is_not(nb):
     np.testing.assert_array_equal(model.net_b(h).numpy(), b_now)
 
 
-def test_the_notebooks_check_copy_catches_adapted_state_that_make_sync_misses(nb, capsys):
-    # The notebook's "Is your copy complete?": an adapted Normalization keeps its mean and variance outside
-    # model.variables, so after make_sync the variables are equal and the output is not; snapshots.sync
-    # copies that state. A model without such state passes after make_sync.
+def test_the_notebooks_check_copy_catches_a_copy_of_the_variables_alone_and_make_sync_passes(nb, capsys):
+    # The notebook's "Your model": an adapted Normalization keeps its mean and variance outside
+    # model.variables (constants computed from its variables when adapt() finishes), so a copy of the
+    # variables alone has equal variables and another output; make_sync (its copy_adapted) and
+    # snapshots.snapshot copy them. A model without such state passes after make_sync too.
     x = np.random.default_rng(1).normal(1.0, 2.0, size=(32, 8)).astype("float32")
     keras.utils.set_random_seed(0)
     scale = keras.layers.Normalization()
     scale.adapt(x)
-    scaled = keras.Sequential([keras.Input((8,)), scale, keras.layers.Dense(1)])
-    past = keras.models.clone_model(scaled)
-    nb["make_sync"](scaled, past)()
-    nb["check_copy"](scaled, past, x)
-    S.sync(scaled, past)
-    nb["check_copy"](scaled, past, x)
-    by_hand = keras.models.clone_model(scaled)  # the notebook's plain fix: finalize_state() on the copy's layer
-    nb["make_sync"](scaled, by_hand)()
-    by_hand.layers[0].finalize_state()
-    nb["check_copy"](scaled, by_hand, x)
+    mine = keras.Sequential([keras.Input((8,)), scale, keras.layers.Dense(32, activation="relu"),
+                             keras.layers.BatchNormalization(), keras.layers.Dropout(0.2), keras.layers.Dense(1)])
+    mine(x, training=True)
+    by_variables = keras.models.clone_model(mine)
+    for s, t in zip(mine.variables, by_variables.variables):
+        t.assign(s)
+    nb["check_copy"](mine, by_variables, x)
+    past = keras.models.clone_model(mine)
+    nb["make_sync"](mine, past)()
+    nb["check_copy"](mine, past, x)
+    nb["check_copy"](mine, S.snapshot(mine), x)
     plain = nb["make_b"](3)
     plain(x, training=True)  # BatchNorm's statistics move
     plain_past = keras.models.clone_model(plain)
@@ -1273,27 +1300,116 @@ def test_the_notebooks_check_copy_catches_adapted_state_that_make_sync_misses(nb
         "every variable equal: True, same output: True"]
 
 
-@pytest.mark.parametrize("layer", ["StringLookup", "TextVectorization"])
-def test_set_vocabulary_completes_a_lookup_layers_copy_after_make_sync(nb, layer):
-    # The notebook's rule for adapted lookup layers: their vocabulary is a lookup table outside
-    # model.variables; a clone's table is not even initialized (it fails), and
-    # past_layer.set_vocabulary(layer.get_vocabulary()) after make_sync gives the original's output.
+def test_make_sync_copies_an_adapted_normalization_in_a_nested_model_and_keeps_it_in_a_compiled_step(nb):
+    # copy_adapted walks nested layers (Keras' _flatten_layers); the adapted constants stay copied while
+    # a compiled step trains the model and syncs (adapt() state never changes in training). A
+    # Normalization given its mean and variance in the constructor is copied as well (its config).
+    x = np.random.default_rng(1).normal(1.0, 2.0, size=(32, 8)).astype("float32")
+    keras.utils.set_random_seed(0)
+    adapted = keras.layers.Normalization()
+    adapted.adapt(x)
+    inner = keras.Sequential([keras.Input((8,)), adapted, keras.layers.Dense(4), keras.layers.BatchNormalization()])
+    inputs = keras.Input((8,))
+    outputs = keras.layers.Dense(1)(keras.layers.Normalization(mean=1.0, variance=4.0)(inner(inputs)))
+    model = keras.Model(inputs, outputs)
+    past = keras.models.clone_model(model)
+    sync = nb["make_sync"](model, past)
+    sync()
+    np.testing.assert_array_equal(past(x).numpy(), model(x).numpy())
+    optimizer = keras.optimizers.SGD(0.1)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(model(x, training=True) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        sync()
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    for _ in range(2):
+        step()
+    sync()
+    np.testing.assert_array_equal(past(x).numpy(), model(x).numpy())
+
+
+@pytest.mark.parametrize("layer", ["StringLookup", "IntegerLookup", "TextVectorization"])
+@pytest.mark.parametrize("mode", ["int", "tf_idf"])
+def test_make_sync_copies_a_lookup_layers_vocabulary_which_a_copy_of_the_variables_misses(nb, layer, mode):
+    # The notebook's copy_adapted: a lookup layer's vocabulary is a lookup table outside model.variables
+    # (tf_idf weights too); a clone's table is not even initialized (calling it fails), and make_sync's
+    # set_vocabulary(get_vocabulary(), idf_weights=...) gives the original's output (TextVectorization
+    # holds a StringLookup, which the walk over nested layers reaches).
     keras.utils.set_random_seed(0)
     if layer == "StringLookup":
-        lookup, text = keras.layers.StringLookup(), tf.constant([["a"], ["b"], ["c"], ["a"]])
-        lookup.adapt(text)
+        lookup, data, dtype = keras.layers.StringLookup(output_mode=mode), tf.constant([["a"], ["b"], ["c"], ["a"]]), "string"
+        lookup.adapt(data)
+    elif layer == "IntegerLookup":
+        lookup, data, dtype = keras.layers.IntegerLookup(output_mode=mode), tf.constant([[3], [5], [7], [3]], "int64"), "int64"
+        lookup.adapt(data)
     else:
-        lookup = keras.layers.TextVectorization(max_tokens=10, output_sequence_length=3)
-        text = tf.constant([["a b c"], ["a a b"]])
+        extra = {"output_sequence_length": 3} if mode == "int" else {}
+        lookup = keras.layers.TextVectorization(max_tokens=10, output_mode=mode, **extra)
         lookup.adapt(tf.constant(["a b c", "a a b"]))
-    model = keras.Sequential([keras.Input((1,), dtype="string"), lookup, keras.layers.Embedding(10, 2),
-                              keras.layers.Flatten(), keras.layers.Dense(1)])
-    past = keras.models.clone_model(model)
-    nb["make_sync"](model, past)()
+        data, dtype = tf.constant([["a b c"], ["a a b"], ["z b"]]), "string"
+    middle = [keras.layers.Embedding(10, 2), keras.layers.Flatten()] if mode == "int" else []
+    model = keras.Sequential([keras.Input((1,), dtype=dtype), lookup, *middle, keras.layers.Dense(1)])
+    by_variables, past = keras.models.clone_model(model), keras.models.clone_model(model)
+    for s, t in zip(model.variables, by_variables.variables):
+        t.assign(s)
     with pytest.raises(tf.errors.FailedPreconditionError, match="Table not initialized"):
-        past(text)
-    past.layers[0].set_vocabulary(model.layers[0].get_vocabulary())
-    np.testing.assert_array_equal(past(text).numpy(), model(text).numpy())
+        by_variables(data)
+    nb["make_sync"](model, past)()
+    np.testing.assert_array_equal(past(data).numpy(), model(data).numpy())
+
+
+def test_make_sync_copies_a_subclassed_model_whose_copy_is_built_by_its_constructor(nb, capsys):
+    # The notebook's advice when clone_model refuses a subclassed model (no get_config()): call the
+    # constructor again, call the copy once on a batch, then make_sync.
+    class Head(keras.Model):
+        def __init__(self, units):
+            super().__init__()
+            self.hidden = keras.layers.Dense(units, activation="relu")
+            self.norm = keras.layers.BatchNormalization()
+            self.drop = keras.layers.Dropout(0.2)
+            self.out = keras.layers.Dense(1)
+
+        def call(self, h, training=False):
+            return self.out(self.drop(self.norm(self.hidden(h), training=training), training=training))
+
+    x = np.random.default_rng(1).normal(size=(32, 8)).astype("float32")
+    keras.utils.set_random_seed(0)
+    mine = Head(16)
+    mine(x, training=True)
+    with pytest.raises(NotImplementedError):
+        keras.models.clone_model(mine)
+    past = Head(16)
+    past(x[:1])
+    nb["make_sync"](mine, past)()
+    nb["check_copy"](mine, past, x)
+    assert capsys.readouterr().out == "every variable equal: True, same output: True\n"
+
+
+def test_state_in_a_plain_attribute_escapes_make_sync_check_copy_catches_it_and_sync_refuses_it(nb, capsys):
+    # The notebook: "A plain Python attribute of your own layer is not copied: check_copy catches it."
+    # snapshots.sync refuses such state by name instead of copying the rest.
+    class Shift(keras.layers.Layer):  # keeps an offset in a plain tensor attribute, not a variable
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.offset = tf.zeros(())
+
+        def call(self, x):
+            return x + self.offset
+
+    x = np.random.default_rng(1).normal(size=(8, 3)).astype("float32")
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), Shift(name="shift")])
+    model.layers[-1].offset = tf.constant(2.0)
+    past = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), Shift(name="shift")])
+    nb["make_sync"](model, past)()
+    nb["check_copy"](model, past, x)
+    assert capsys.readouterr().out == "every variable equal: True, same output: False\n"
+    with pytest.raises(ValueError, match="offset"):
+        S.sync(model, past)
 
 
 def _td_run(nb, with_copy, every, tau, seed=0, steps=200):
