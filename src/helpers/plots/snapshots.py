@@ -71,13 +71,16 @@ def snapshot_step_order() -> Any:
     """A timeline of one training step with a past copy, and the next step's evaluation: B and past B
     evaluate on the same input into one loss, ``tape.gradient`` fixes the gradients, ``sync()`` copies
     B into past B, ``apply_gradients`` moves B (and A). Each column shows which weights a row holds
-    after that call (θ_t: B's weights after t updates); what the call changes is boxed, the rest grey.
-    Two notes say what else the copy takes (BatchNorm's statistics, already moved by step t's batch
-    in B's training-mode pass) and why the sync must not come before the evaluation (0 behind).
+    after that call (θ_t: B's weights after t updates, so step t starts from θ_t); what the call
+    changes is boxed, the rest grey. The columns are named by their calls only, so no label reads
+    as a step number. Two notes say what else the copy takes (BatchNorm's statistics, already moved
+    by step t's batch in B's training-mode pass) and why the sync must not come before the
+    evaluation (0 behind).
 
     >>> fig = snapshot_step_order()
-    >>> [t.get_text().splitlines()[0] for t in fig.axes[0].texts if t.get_text()[:2] in ("1.", "2.", "3.", "4.")]
-    ['1. evaluate', '2. tape.gradient', '3. sync()', '4. apply_gradients', '1. evaluate']
+    >>> calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
+    >>> [t.get_text().splitlines()[0] for t in fig.axes[0].texts if t.get_text().startswith(calls)]
+    ['evaluate', 'tape.gradient', 'sync()', 'apply_gradients', 'evaluate']
     """
     from matplotlib.patches import FancyBboxPatch
 
@@ -85,11 +88,11 @@ def snapshot_step_order() -> Any:
     theta = {-1: r"$\theta_{t-1}$", 0: r"$\theta_{t}$", 1: r"$\theta_{t+1}$"}
     rows = {"B (trained)": (2.0, COLORS[0]), "past B (the copy)": (0.9, COLORS[3])}
     columns = [  # (x, header, B holds, past B holds, which row the call changes)
-        (0.0, "1. evaluate\nB and past B: one loss", 0, -1, None),
-        (2.4, "2. tape.gradient\ngradients fixed", 0, -1, None),
-        (4.8, "3. sync()\npast B takes B's state", 0, 0, "past B (the copy)"),
-        (7.2, "4. apply_gradients\nA and B move", 1, 0, "B (trained)"),
-        (10.2, "1. evaluate\n(next step)", 1, 0, None)]
+        (0.0, "evaluate\nB and past B: one loss", 0, -1, None),
+        (2.4, "tape.gradient\ngradients fixed", 0, -1, None),
+        (4.8, "sync()\npast B takes B's state", 0, 0, "past B (the copy)"),
+        (7.2, "apply_gradients\nA and B move", 1, 0, "B (trained)"),
+        (10.2, "evaluate\n(next step)", 1, 0, None)]
     for x, header, b_holds, past_holds, changed in columns:
         ax.text(x, 2.85, header, ha="center", va="center", fontsize=9.5, linespacing=1.3)
         for (row, (y, color)), version in zip(rows.items(), (b_holds, past_holds)):
@@ -100,16 +103,17 @@ def snapshot_step_order() -> Any:
                     color="black" if row == changed else "grey")
     ax.annotate("", xy=(4.8, 1.13), xytext=(4.8, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
     ax.text(0.0, 1.6, "training=True: BatchNorm\nstatistics move with this batch", ha="center", va="center", fontsize=8, color="#555555")
-    ax.text(4.8, 0.5, "and the BatchNorm statistics\nthat already include this batch", ha="center", va="center",
+    ax.text(4.8, 0.5, "and B's BatchNorm statistics,\nas this step's batch left them", ha="center", va="center",
             fontsize=8, color="#555555")
     ax.text(10.2, 0.5, "one update behind B", ha="center", va="center", fontsize=9, fontweight="bold",
             color=COLORS[3])
     ax.plot([8.7, 8.7], [0.3, 3.15], color="grey", lw=0.8, ls="--")
-    ax.text(3.6, 3.35, "step t", ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.text(3.6, 3.35, r"step t (starts from $\theta_t$)", ha="center", va="center", fontsize=11, fontweight="bold")
     ax.text(10.2, 3.35, "step t + 1", ha="center", va="center", fontsize=11, fontweight="bold")
     for row, (y, _) in rows.items():
         ax.text(-0.9, y, row, ha="right", va="center", fontsize=10.5)
-    ax.text(-3.0, -0.15, r"$\theta_t$: B's weights after t updates.  Boxed: what the call changes; grey: unchanged.",
+    ax.text(-3.0, -0.15, r"$\theta_t$: B's weights after t updates (steps count from 0, as optimizer.iterations does)."
+            "  Boxed: what the call changes; grey: unchanged.",
             ha="left", va="center", fontsize=9)
     ax.text(-3.0, -0.6, "Synced before the evaluation instead, past B would equal B: 0 steps behind, "
             "and the step would compare B with itself.", ha="left", va="center", fontsize=10,
@@ -126,19 +130,20 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
     """What a target network buys in value learning with bootstrapped targets: the error of the value
     network against the exact values at each training step, one line per run.
 
-    ``errors`` maps a run's name to its errors at steps 1, 2, …: one sequence, or one row per start
-    (seed) of equal length. With several starts each start is a thin line and the run's mean a thick
-    one; the title says how many starts there were (or that there was one). ``syncs = (name, every)``
-    marks with ticks along the bottom, in that run's colour (legend: "ticks: its syncs"), the steps
-    ``every + 1``, ``2 every + 1``, … in which the run named ``name`` syncs its hard copy (after that
-    step's evaluation: the labels change from the next step on). The y-axis starts at 0 and leaves
-    room above the lines for the legend.
+    ``errors`` maps a run's name to its errors at steps 0, 1, 2, … (step t: after t updates, as
+    ``optimizer.iterations`` counts): one sequence, or one row per start (seed) of equal length. With
+    several starts each start is a thin line and the run's mean a thick one; the title says how many
+    starts there were (or that there was one). ``syncs = (name, every)`` marks with ticks along the
+    bottom, in that run's colour (legend: "ticks: its syncs"), the steps ``0``, ``every``,
+    ``2 every``, … in which the run named ``name`` syncs its copy (``optimizer.iterations % every ==
+    0``, after that step's evaluation: the labels change from the next step on). The y-axis starts at
+    0 and leaves room above the lines for the legend.
 
     >>> import numpy as np
     >>> fig = snapshot_targets({"no copy": np.ones((3, 20)), "hard copy": 1 / (1 + np.arange(20))},
     ...                        syncs=("hard copy", 10))
     >>> [line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]
-    ['no copy', 'hard copy', 'ticks: its syncs (steps 11, 21, ...)']
+    ['no copy', 'hard copy', 'ticks: its syncs (steps 0, 10, 20, ...)']
     """
     if not errors:
         raise ValueError("errors must hold at least one run")
@@ -158,7 +163,7 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
     fig, ax = new_figure(width=9.0, height=4.6)
     steps = max(curve.shape[1] for curve in curves.values())
     for k, (name, curve) in enumerate(curves.items()):
-        x = np.arange(1, curve.shape[1] + 1)
+        x = np.arange(curve.shape[1])
         if curve.shape[0] > 1:
             for row in curve:
                 ax.plot(x, row, color=COLORS[k], lw=0.8, alpha=0.45, label="_start")
@@ -166,14 +171,14 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
     if syncs is not None:
         k = list(curves).index(syncs[0])
         every = syncs[1]
-        ticks = np.arange(every + 1, steps + 1, every)
+        ticks = np.arange(0, steps, every)
         ax.plot(ticks, np.zeros_like(ticks, dtype=float), ls="none", marker="|", ms=14, mew=2, color=COLORS[k],
-                clip_on=False, label=f"ticks: its syncs (steps {every + 1}, {2 * every + 1}, ...)")
+                clip_on=False, label=f"ticks: its syncs (steps 0, {every}, {2 * every}, ...)")
     starts = {curve.shape[0] for curve in curves.values()}
     highest = max(float(curve.max()) for curve in curves.values())
     ax.set_ylim(0, 1.35 * highest if highest > 0 else 1.0)  # room for the legend above the lines
-    ax.set_xlim(0, steps + 1)
-    ax.set_xlabel("training step")
+    ax.set_xlim(-2, steps + 1)
+    ax.set_xlabel("training step t")
     ax.set_ylabel("error of the values (RMS)")
     title = "How far the learned values are from the exact ones (lower is better)"
     if starts != {1}:
