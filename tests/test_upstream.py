@@ -537,11 +537,11 @@ def test_05_a_stateful_rnns_states_are_neither_variables_nor_weights():
     fact = ("a stateful RNN's states are in layer.states, not in model.variables nor get_weights(), so "
             "set_weights(get_weights()) leaves them behind (helpers.snapshots walks them separately)")
     assert len(states) == 2 and not states & {id(v) for v in model.variables}, lesson(
-        NB05, "Now (TF2): state_pairs (a stateful RNN's states)", fact)
+        NB05, "Now (TF2): Making the copy complete (make_complete_sync)", fact)
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
     assert not np.array_equal(copy(sequence).numpy(), model(sequence).numpy()), lesson(
-        NB05, "Now (TF2): state_pairs (a stateful RNN's states)", fact)
+        NB05, "Now (TF2): Making the copy complete (make_complete_sync)", fact)
 
 
 def test_05_a_default_tape_watches_a_frozen_models_variables():
