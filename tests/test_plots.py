@@ -383,8 +383,8 @@ def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_on
     texts = [t.get_text() for t in ax.texts]
     calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
     assert [t for t in texts if t.startswith(calls)] == [
-        "evaluate\nB and past B: one loss", "tape.gradient\ngradients fixed", "sync()\npast B takes B's state",
-        "apply_gradients\nA and B move", "evaluate\n(next step)"]
+        "evaluate\nB and past B: one loss", "tape.gradient\ngradients fixed", "sync()\npast B takes B's variables",
+        "apply_gradients\nB moves", "evaluate\n(next step)"]  # no header names a row the figure does not draw
     assert not [t for t in texts if t[:2] in ("1.", "2.", "3.", "4.")]  # no sub-step number reads as a step number
     assert {"B (trained)", "past B (the copy)", r"step t (starts from $\theta_t$)", "step t + 1",
             "one update behind B"} <= set(texts)
@@ -393,12 +393,13 @@ def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_on
     # the next evaluation (t+1, t): one update behind
     t, t1, tm1 = r"$\theta_{t}$", r"$\theta_{t+1}$", r"$\theta_{t-1}$"
     assert versions == [t, tm1, t, tm1, t, t, t1, t, t1, t]
+    assert any(r"in step 0: $\theta_0$" in text and "starts equal" in text for text in texts)  # no θ_-1 undefined
     boxed = [p for p in ax.patches if type(p).__name__ == "FancyBboxPatch"]
     assert len(boxed) == 2  # the synced past B, the updated B
-    notes = " ".join(texts)
-    assert "BatchNorm statistics" in notes and "this step's batch" in notes  # what the copy takes besides weights
+    key = [text.get_text() for text in ax.get_legend().get_texts()]  # boxed and grey explained in the legend
+    assert key[0].startswith(r"$\theta_t$: B's weights after t updates")
+    assert key[1].startswith("boxed:") and key[2].startswith("grey:")
     assert any(t.startswith("Synced before the evaluation instead") and "0 steps behind" in t for t in texts)
-    assert any(t.startswith(r"$\theta_t$: B's weights after t updates") for t in texts)  # the key
 
 
 def test_snapshot_targets_draws_each_start_thin_their_mean_thick_and_ticks_at_the_syncs():
@@ -412,7 +413,8 @@ def test_snapshot_targets_draws_each_start_thin_their_mean_thick_and_ticks_at_th
     assert [line.get_label() for line in ax.get_lines()] == list(one)
     assert list(ax.get_lines()[0].get_xdata()[:2]) == [0, 1]  # the error in steps 0, 1, ... (optimizer.iterations)
     assert ax.get_ylim()[0] == 0 and ax.get_xlabel() == "training step t"
-    assert ax.get_title().endswith("one start per run")
+    assert ax.get_title().endswith("one start per run)")
+    assert ax.get_ylim()[1] < 1.1 * 2  # no empty band above the highest line
     starts = {"no copy": np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]), "hard copy": np.ones(3)}
     fig = plots.snapshot_targets(starts)
     ax = fig.axes[0]
@@ -426,7 +428,9 @@ def test_snapshot_targets_draws_each_start_thin_their_mean_thick_and_ticks_at_th
     ticks = ax.get_lines()[-1]
     assert list(ticks.get_xdata()) == [0, 10, 20, 30] and ticks.get_marker() == "|"  # iterations % 10 == 0
     assert ticks.get_color() == ax.get_lines()[-2].get_color()  # in the hard copy's colour
-    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "ticks: its syncs (steps 0, 10, 20, ...)"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "ticks: syncs of the hard copy (steps 0, 10, 20, ...)"
+    titled = plots.snapshot_targets(runs, title="What to see").axes[0].get_title()
+    assert titled.startswith("What to see\n(lower is better; 3 starts per run")
     with pytest.raises(ValueError, match="at least one run"):
         plots.snapshot_targets({})
     with pytest.raises(ValueError, match=r"errors\['no copy'\]"):

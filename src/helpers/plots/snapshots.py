@@ -70,19 +70,18 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
 def snapshot_step_order() -> Any:
     """A timeline of one training step with a past copy, and the next step's evaluation: B and past B
     evaluate on the same input into one loss, ``tape.gradient`` fixes the gradients, ``sync()`` copies
-    B into past B, ``apply_gradients`` moves B (and A). Each column shows which weights a row holds
-    after that call (θ_t: B's weights after t updates, so step t starts from θ_t); what the call
-    changes is boxed, the rest grey. The columns are named by their calls only, so no label reads
-    as a step number. Two notes say what else the copy takes (BatchNorm's statistics, already moved
-    by step t's batch in B's training-mode pass) and why the sync must not come before the
-    evaluation (0 behind).
+    B into past B, ``apply_gradients`` moves B. Each column shows which weights a row holds after that
+    call (θ_t: B's weights after t updates, so step t starts from θ_t); past B holds θ_{t−1} at the
+    evaluation, θ_0 in step 0 (the copy starts equal to B). What a call changes is boxed, the rest grey;
+    the legend says both. A boxed note says why the sync must not come before the evaluation.
 
     >>> fig = snapshot_step_order()
     >>> calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
     >>> [t.get_text().splitlines()[0] for t in fig.axes[0].texts if t.get_text().startswith(calls)]
     ['evaluate', 'tape.gradient', 'sync()', 'apply_gradients', 'evaluate']
     """
-    from matplotlib.patches import FancyBboxPatch
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import FancyBboxPatch, Patch
 
     fig, ax = new_figure(width=11.0, height=4.4)
     theta = {-1: r"$\theta_{t-1}$", 0: r"$\theta_{t}$", 1: r"$\theta_{t+1}$"}
@@ -90,8 +89,8 @@ def snapshot_step_order() -> Any:
     columns = [  # (x, header, B holds, past B holds, which row the call changes)
         (0.0, "evaluate\nB and past B: one loss", 0, -1, None),
         (2.4, "tape.gradient\ngradients fixed", 0, -1, None),
-        (4.8, "sync()\npast B takes B's state", 0, 0, "past B (the copy)"),
-        (7.2, "apply_gradients\nA and B move", 1, 0, "B (trained)"),
+        (4.8, "sync()\npast B takes B's variables", 0, 0, "past B (the copy)"),
+        (7.2, "apply_gradients\nB moves", 1, 0, "B (trained)"),
         (10.2, "evaluate\n(next step)", 1, 0, None)]
     for x, header, b_holds, past_holds, changed in columns:
         ax.text(x, 2.85, header, ha="center", va="center", fontsize=9.5, linespacing=1.3)
@@ -102,9 +101,8 @@ def snapshot_step_order() -> Any:
             ax.text(x, y, theta[version], ha="center", va="center", fontsize=13,
                     color="black" if row == changed else "grey")
     ax.annotate("", xy=(4.8, 1.13), xytext=(4.8, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
-    ax.text(0.0, 1.6, "training=True: BatchNorm\nstatistics move with this batch", ha="center", va="center", fontsize=8, color="#555555")
-    ax.text(4.8, 0.5, "and B's BatchNorm statistics,\nas this step's batch left them", ha="center", va="center",
-            fontsize=8, color="#555555")
+    ax.text(1.2, 0.5, r"in step 0: $\theta_0$ (the copy starts equal to B)", ha="center", va="center",
+            fontsize=8.5, color="#555555")
     ax.text(10.2, 0.5, "one update behind B", ha="center", va="center", fontsize=9, fontweight="bold",
             color=COLORS[3])
     ax.plot([8.7, 8.7], [0.3, 3.15], color="grey", lw=0.8, ls="--")
@@ -112,9 +110,11 @@ def snapshot_step_order() -> Any:
     ax.text(10.2, 3.35, "step t + 1", ha="center", va="center", fontsize=11, fontweight="bold")
     for row, (y, _) in rows.items():
         ax.text(-0.9, y, row, ha="right", va="center", fontsize=10.5)
-    ax.text(-3.0, -0.15, r"$\theta_t$: B's weights after t updates (steps count from 0, as optimizer.iterations does)."
-            "  Boxed: what the call changes; grey: unchanged.",
-            ha="left", va="center", fontsize=9)
+    key = [Line2D([], [], ls="none", label=r"$\theta_t$: B's weights after t updates (steps count from 0)"),
+           Patch(fc="#dddddd", ec="black", lw=1.6, label="boxed: what this call changes"),
+           Line2D([], [], ls="none", marker=r"$\theta$", ms=9, color="grey", label="grey: unchanged by this call")]
+    ax.legend(handles=key, loc="lower left", bbox_to_anchor=(0.0, 0.1), ncol=3, fontsize=9, frameon=False,
+              handlelength=1.0, handletextpad=0.3, columnspacing=2.0)
     ax.text(-3.0, -0.6, "Synced before the evaluation instead, past B would equal B: 0 steps behind, "
             "and the step would compare B with itself.", ha="left", va="center", fontsize=10,
             bbox={"boxstyle": "round,pad=0.4", "fc": "#fff4e5", "ec": COLORS[3]})
@@ -126,24 +126,25 @@ def snapshot_step_order() -> Any:
     return fig
 
 
-def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = None) -> Any:
+def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = None,
+                     title: str | None = None) -> Any:
     """What a target network buys in value learning with bootstrapped targets: the error of the value
     network against the exact values at each training step, one line per run.
 
     ``errors`` maps a run's name to its errors at steps 0, 1, 2, … (step t: after t updates, as
     ``optimizer.iterations`` counts): one sequence, or one row per start (seed) of equal length. With
-    several starts each start is a thin line and the run's mean a thick one; the title says how many
+    several starts each start is a thin line and the run's mean a thick one; the subtitle says how many
     starts there were (or that there was one). ``syncs = (name, every)`` marks with ticks along the
-    bottom, in that run's colour (legend: "ticks: its syncs"), the steps ``0``, ``every``,
-    ``2 every``, … in which the run named ``name`` syncs its copy (``optimizer.iterations % every ==
-    0``, after that step's evaluation: the labels change from the next step on). The y-axis starts at
-    0 and leaves room above the lines for the legend.
+    bottom, in that run's colour, the steps ``0``, ``every``, ``2 every``, … in which the run named
+    ``name`` syncs its copy (``optimizer.iterations % every == 0``); the legend names them as that run's
+    syncs. ``title`` is the first line of the title (what to see); by default it says what is plotted.
+    The y-axis runs from 0 to just above the highest line; the legend sits below the axes.
 
     >>> import numpy as np
     >>> fig = snapshot_targets({"no copy": np.ones((3, 20)), "hard copy": 1 / (1 + np.arange(20))},
     ...                        syncs=("hard copy", 10))
     >>> [line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]
-    ['no copy', 'hard copy', 'ticks: its syncs (steps 0, 10, 20, ...)']
+    ['no copy', 'hard copy', 'ticks: syncs of the hard copy (steps 0, 10, 20, ...)']
     """
     if not errors:
         raise ValueError("errors must hold at least one run")
@@ -160,7 +161,7 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
             raise ValueError(f"syncs names a run that is not in errors: {syncs[0]!r}")
         if isinstance(syncs[1], bool) or not isinstance(syncs[1], int) or syncs[1] < 1:
             raise ValueError(f"syncs' interval must be a positive number of steps, got {syncs[1]!r}")
-    fig, ax = new_figure(width=9.0, height=4.6)
+    fig, ax = new_figure(width=9.0, height=4.8)
     steps = max(curve.shape[1] for curve in curves.values())
     for k, (name, curve) in enumerate(curves.items()):
         x = np.arange(curve.shape[1])
@@ -172,21 +173,22 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
         k = list(curves).index(syncs[0])
         every = syncs[1]
         ticks = np.arange(0, steps, every)
+        short = syncs[0].split(",")[0]
         ax.plot(ticks, np.zeros_like(ticks, dtype=float), ls="none", marker="|", ms=14, mew=2, color=COLORS[k],
-                clip_on=False, label=f"ticks: its syncs (steps 0, {every}, {2 * every}, ...)")
+                clip_on=False, label=f"ticks: syncs of the {short} (steps 0, {every}, {2 * every}, ...)")
     starts = {curve.shape[0] for curve in curves.values()}
     highest = max(float(curve.max()) for curve in curves.values())
-    ax.set_ylim(0, 1.35 * highest if highest > 0 else 1.0)  # room for the legend above the lines
+    ax.set_ylim(0, 1.05 * highest if highest > 0 else 1.0)
     ax.set_xlim(-2, steps + 1)
     ax.set_xlabel("training step t")
     ax.set_ylabel("error of the values (RMS)")
-    title = "How far the learned values are from the exact ones (lower is better)"
+    first = title if title is not None else "How far the learned values are from the exact ones"
     if starts != {1}:
         count = max(starts)
-        title += f"\n{count} starts per run: thin lines; thick: their mean"
+        second = f"(lower is better; {count} starts per run: thin lines, thick: their mean)"
     else:
-        title += "\none start per run"
-    ax.set_title(title)
-    ax.legend(loc="upper right", fontsize=9.5)
+        second = "(lower is better; one start per run)"
+    ax.set_title(f"{first}\n{second}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=9.5)
     fig.tight_layout()
     return fig
