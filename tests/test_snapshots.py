@@ -903,11 +903,26 @@ def _from_docs(scope):
 
 @pytest.fixture(scope="module")
 def nb():
-    scope = _from_notebook("make_b", "make_sync", "all_layers", "make_complete_sync", "WithPastB", "TargetB", "mse",
-                           "LAMBDA", "make_models",
-                           "check_copy", "GAMMA", "angles", "states", "next_states", "rewards", "true_values",
+    scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "Head",
+                           "GAMMA", "angles", "states", "next_states", "rewards", "true_values",
                            "make_value_step", "value_errors")
-    return _from_docs(scope)
+    scope = _from_docs(scope)
+    scope["make_models"] = lambda seed=0: _make_models(scope, seed)
+    return scope
+
+
+def _make_models(nb, seed=0):
+    """A (4 inputs -> 8 features), the notebook's B (``make_b``) and past B: a frozen copy of B, synced by
+    the notebook's ``make_sync`` (what the notebook's ``make_models`` returned until round 14; now
+    ``WithPastB`` syncs and freezes the copy it is given, so this start is the same)."""
+    keras.utils.set_random_seed(seed)
+    net_a = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu", name="features")],
+                             name="net_a")
+    net_b = nb["make_b"](seed)
+    past_b = keras.models.clone_model(net_b)
+    nb["make_sync"](net_b, past_b)()
+    past_b.trainable = False
+    return net_a, net_b, past_b
 
 
 def _data():
@@ -1055,7 +1070,7 @@ def test_fit_reports_the_questions_loss_and_trains_only_a_and_b(nb):
     y_now, y_past = net_b(h, training=True), past_b(h, training=False)
     expected = float(nb["mse"](ys, y_now) + nb["LAMBDA"] * nb["mse"](y_past, y_now))
     model, dataset = _fit_model(nb)
-    reported = model.fit(dataset, epochs=2, shuffle=False, verbose=0).history["loss"]
+    reported = model.fit(dataset, epochs=2, shuffle=False, verbose=0).history["step_loss"]
     assert reported[0] == pytest.approx(expected, rel=1e-5) and reported[1] < reported[0]
     assert len(model.trainable_variables) == 8
     moments = [v for v in model.optimizer.variables if v.path.endswith(("_momentum", "_velocity"))]
@@ -1092,7 +1107,7 @@ def test_tf1s_scopes_and_sync_op_compute_what_the_fit_model_computes(nb):
         losses_tf1 = [sess.run([loss, train_op], {x_in: xs, y_in: ys})[0] for _ in range(3)]
         past_tf1 = sess.run(past_vars)
     model, dataset = _fit_model(nb)
-    losses_tf2 = model.fit(dataset, epochs=3, shuffle=False, verbose=0).history["loss"]
+    losses_tf2 = model.fit(dataset, epochs=3, shuffle=False, verbose=0).history["step_loss"]
     np.testing.assert_allclose(losses_tf1, losses_tf2, rtol=1e-4)
     assert len(past_tf1) == len(model.past_b.variables) == 8
     for value, variable in zip(past_tf1, model.past_b.variables):
@@ -1124,9 +1139,9 @@ def _weights(model):
     return [v.numpy() for v in model.variables if "moving" not in v.name]
 
 
-@pytest.mark.parametrize("policy", ["TargetB", "TargetNetwork"])
+@pytest.mark.parametrize("policy", ["TargetNetwork"])
 def test_the_fit_target_network_syncs_every_ten_steps_with_tf_cond(nb, policy):
-    # The notebook's TargetB and docs/snapshots.md's TargetNetwork: tf.cond(self.optimizer.iterations % 10 == 0, ...).
+    # docs/snapshots.md's TargetNetwork (the notebook's TargetB until round 13): tf.cond(self.optimizer.iterations % 10 == 0, ...).
     # They sync in the steps that start with 0, 10, 20 ... updates done (after their evaluation, before the
     # update); in the others the copy keeps what it held.
     model, dataset = _fit_model(nb, policy=policy)
@@ -1141,7 +1156,7 @@ def test_the_fit_target_network_syncs_every_ten_steps_with_tf_cond(nb, policy):
 
 
 def test_a_python_if_on_the_step_counter_fails_inside_fit(nb):
-    # Why TargetNetwork (and the notebook's TargetB and make_value_step) write tf.cond: Keras does not let AutoGraph convert train_step, so a Python `if`
+    # Why TargetNetwork (and the notebook's make_value_step) write tf.cond: Keras does not let AutoGraph convert train_step, so a Python `if`
     # on the iteration tensor raises inside fit.
     class PythonIf(nb["TargetNetwork"]):
         def refresh(self):
@@ -1183,12 +1198,12 @@ def test_a_copy_left_trainable_is_moved_by_the_optimizer_in_the_first_step(nb):
 
 
 def test_the_fit_target_networks_pass_no_gradient_through_the_past_prediction(nb):
-    # The notebook's TargetB, FixedTarget and TargetNetwork (docs/snapshots.md) wrap past B's output in tf.stop_gradient (a fixed target): A's update
+    # FixedTarget and TargetNetwork (docs/snapshots.md) wrap past B's output in tf.stop_gradient (a fixed target): A's update
     # is the gradient of the loss with the past prediction held constant; WithPastB's (the source's
     # choice) also carries the gradient through past B's output, so it differs once past B differs from B.
     xs, ys = _data()
     changes = {}
-    for policy in ("WithPastB", "TargetB", "FixedTarget", "TargetNetwork"):
+    for policy in ("WithPastB", "FixedTarget", "TargetNetwork"):
         model = nb[policy](*nb["make_models"]())
         model.net_b.get_layer("head").bias.assign_add([0.5])  # past B now differs from B
         model.compile(optimizer=keras.optimizers.SGD(1.0))  # A's change is minus its gradient
@@ -1205,16 +1220,15 @@ def test_the_fit_target_networks_pass_no_gradient_through_the_past_prediction(nb
     expected = tape.gradient(loss, net_a.trainable_variables[0]).numpy()
     np.testing.assert_allclose(changes["FixedTarget"], expected, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(changes["TargetNetwork"], expected, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(changes["TargetB"], expected, rtol=1e-4, atol=1e-6)
     assert np.abs(changes["WithPastB"] - changes["TargetNetwork"]).max() > 1e-4
 
 
 @pytest.mark.parametrize("rnn", ["LSTM", "GRU", "SimpleRNN", "Bidirectional"])
 def test_make_complete_sync_carries_a_stateful_rnns_states_which_set_weights_misses(nb, rnn):
-    # The notebook's make_complete_sync: a stateful RNN keeps its carried state in layer.states, outside
+    # docs/snapshots.md's make_complete_sync (the notebook's until round 13): a stateful RNN keeps its carried state in layer.states, outside
     # model.variables (tripwire in test_upstream.py); make_complete_sync syncs them too, so its copy gives
     # the original's next output, also when the sync runs inside a compiled step; set_weights' copy and
-    # make_sync's do not. A Bidirectional wrapper's RNNs are not in .layers (the notebook says all_layers
+    # make_sync's do not. A Bidirectional wrapper's RNNs are not in .layers (docs/snapshots.md says all_layers
     # cannot reach them): make_complete_sync misses them and snapshots.sync copies them.
     keras.utils.set_random_seed(0)
     layer = (keras.layers.Bidirectional(keras.layers.LSTM(4, stateful=True)) if rnn == "Bidirectional"
@@ -1267,7 +1281,7 @@ def test_the_notebooks_copy_is_independent_of_b_and_an_alias_is_not(nb):
 
 
 def test_the_notebooks_check_copy_catches_make_syncs_copy_and_make_complete_sync_passes(nb, capsys):
-    # The notebook's "Making the copy complete": an adapted Normalization keeps its mean and variance outside
+    # docs/snapshots.md's "Making the copy complete" (the notebook's until round 13): an adapted Normalization keeps its mean and variance outside
     # model.variables (constants computed from its variables when adapt() finishes), so make_sync's copy
     # (the variables alone) has equal variables and another output; make_complete_sync (finalize_state)
     # and snapshots.snapshot copy them. A model without such state passes after make_sync.
@@ -1332,7 +1346,7 @@ def test_make_complete_sync_copies_an_adapted_normalization_in_a_nested_model_an
 @pytest.mark.parametrize("layer", ["StringLookup", "IntegerLookup", "TextVectorization"])
 @pytest.mark.parametrize("mode", ["int", "tf_idf"])
 def test_make_complete_sync_copies_a_lookup_layers_vocabulary_which_a_copy_of_the_variables_misses(nb, layer, mode):
-    # The notebook's make_complete_sync: a lookup layer's vocabulary is a lookup table outside model.variables
+    # docs/snapshots.md's make_complete_sync: a lookup layer's vocabulary is a lookup table outside model.variables
     # (tf_idf weights too); a clone's table is not even initialized (calling it fails), and
     # set_vocabulary(get_vocabulary()) gives the original's output. In "tf_idf" mode set_vocabulary
     # asks for the idf weights (a clear ValueError, nothing silent; TextVectorization has no public
@@ -1366,7 +1380,7 @@ def test_make_complete_sync_copies_a_lookup_layers_vocabulary_which_a_copy_of_th
 
 
 def test_make_complete_sync_cannot_reach_a_layer_inside_a_custom_layer_and_snapshots_sync_can(nb, capsys):
-    # The notebook: "all_layers cannot reach layers inside your own custom layers ...: Keras has no public
+    # docs/snapshots.md: "all_layers cannot reach layers inside your own custom layers ...: Keras has no public
     # way to list them. helpers.snapshots.sync is the tested, complete version." An adapted Normalization
     # held by a custom layer: check_copy fails after make_complete_sync and passes after snapshots.sync.
     class Scaled(keras.layers.Layer):
@@ -1398,9 +1412,11 @@ def test_make_complete_sync_cannot_reach_a_layer_inside_a_custom_layer_and_snaps
 
 
 def test_make_sync_copies_a_subclassed_model_whose_copy_is_built_by_its_constructor(nb, capsys):
-    # The notebook's advice when clone_model refuses a subclassed model (no get_config()): call the
-    # constructor again, call the copy once on a batch, then make_sync.
-    class Head(keras.Model):
+    # The notebook's "Your own model": clone_model refuses its subclassed Head (Keras 3.15: NotImplementedError
+    # asking for get_config()); the copy is built by calling the constructor again and the copy once on a
+    # batch, then make_sync; check_copy passes (BatchNorm's statistics moved first). Also with a Dropout
+    # layer, whose random-number state is a variable too.
+    class HeadWithDropout(keras.Model):
         def __init__(self, units):
             super().__init__()
             self.hidden = keras.layers.Dense(units, activation="relu")
@@ -1412,16 +1428,53 @@ def test_make_sync_copies_a_subclassed_model_whose_copy_is_built_by_its_construc
             return self.out(self.drop(self.norm(self.hidden(h), training=training), training=training))
 
     x = np.random.default_rng(1).normal(size=(32, 8)).astype("float32")
+    for head in (nb["Head"], HeadWithDropout):
+        keras.utils.set_random_seed(0)
+        mine = head(16)
+        mine(x, training=True)
+        with pytest.raises(NotImplementedError, match="get_config"):
+            keras.models.clone_model(mine)
+        past = head(16)
+        past(x[:1])
+        nb["make_sync"](mine, past)()
+        nb["check_copy"](mine, past, x)
+    assert capsys.readouterr().out == "every variable equal: True, same output: True\n" * 2
+
+
+def test_the_notebooks_rnn_copy_needs_snapshots_sync_also_inside_a_compiled_step(nb, capsys):
+    # The notebook's "When check_copy prints False": an adapted Normalization and a stateful LSTM; make_sync's copy
+    # has every variable and another output, snapshots.sync's the same output. "Call it once, then in place of
+    # sync() in your step": inside a compiled training step it keeps the copy complete (the LSTM's states move
+    # at every call; the adapted constants were copied by the first, eager call).
     keras.utils.set_random_seed(0)
-    mine = Head(16)
-    mine(x, training=True)
-    with pytest.raises(NotImplementedError):
-        keras.models.clone_model(mine)
-    past = Head(16)
-    past(x[:1])
-    nb["make_sync"](mine, past)()
-    nb["check_copy"](mine, past, x)
-    assert capsys.readouterr().out == "every variable equal: True, same output: True\n"
+    sequences = np.random.default_rng(2).normal(size=(2, 5, 3)).astype("float32")
+    scale = keras.layers.Normalization()
+    scale.adapt(sequences)
+    rnn = keras.Sequential([keras.Input(batch_shape=(2, 5, 3)), scale,
+                            keras.layers.LSTM(4, stateful=True), keras.layers.Dense(1)])
+    rnn(sequences)
+    past = keras.models.clone_model(rnn)
+    nb["make_sync"](rnn, past)()
+    nb["check_copy"](rnn, past, sequences)
+    S.sync(rnn, past)
+    nb["check_copy"](rnn, past, sequences)
+    optimizer = keras.optimizers.SGD(0.1)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(rnn(sequences, training=True) ** 2)
+        grads = tape.gradient(loss, rnn.trainable_variables)
+        S.sync(rnn, past)
+        optimizer.apply_gradients(zip(grads, rnn.trainable_variables))
+
+    for _ in range(2):
+        step()
+    for state, past_state in zip(rnn.layers[1].states, past.layers[1].states, strict=True):  # synced in the step
+        np.testing.assert_array_equal(past_state.numpy(), state.numpy())
+    np.testing.assert_array_equal(past.layers[0].mean.numpy(), rnn.layers[0].mean.numpy())  # still adapted
+    assert capsys.readouterr().out.splitlines() == ["every variable equal: True, same output: False",
+                                                    "every variable equal: True, same output: True"]
 
 
 def test_state_in_a_plain_attribute_escapes_make_sync_check_copy_catches_it_and_sync_refuses_it(nb, capsys):
