@@ -72,8 +72,10 @@ def snapshot_step_order() -> Any:
     evaluate on the same input into one loss, ``tape.gradient`` fixes the gradients, ``sync()`` copies
     B into past B, ``apply_gradients`` moves B. Each column shows which weights a row holds after that
     call (θ_t: B's weights after t updates, so step t starts from θ_t); past B holds θ_{t−1} at the
-    evaluation, θ_0 in step 0 (the copy starts equal to B). What a call changes is boxed, the rest grey;
-    the legend says both. A boxed note says why the sync must not come before the evaluation.
+    evaluation, θ_0 in step 0 (the copy starts equal to B). Under the sync, a note says exactly what past
+    B holds then: B's weights at the start of step t, and BatchNorm's moving statistics as this step's
+    forward pass (B with ``training=True``) left them. What a call changes is boxed, the rest grey; the
+    legend says both. A boxed note says why the sync must not come before the evaluation.
 
     >>> fig = snapshot_step_order()
     >>> calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
@@ -83,7 +85,7 @@ def snapshot_step_order() -> Any:
     from matplotlib.lines import Line2D
     from matplotlib.patches import FancyBboxPatch, Patch
 
-    fig, ax = new_figure(width=11.0, height=4.4)
+    fig, ax = new_figure(width=11.0, height=4.7)
     theta = {-1: r"$\theta_{t-1}$", 0: r"$\theta_{t}$", 1: r"$\theta_{t+1}$"}
     rows = {"B (trained)": (2.0, COLORS[0]), "past B (the copy)": (0.9, COLORS[3])}
     columns = [  # (x, header, B holds, past B holds, which row the call changes)
@@ -103,6 +105,9 @@ def snapshot_step_order() -> Any:
     ax.annotate("", xy=(4.8, 1.13), xytext=(4.8, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
     ax.text(1.2, 0.5, r"in step 0: $\theta_0$ (the copy starts equal to B)", ha="center", va="center",
             fontsize=8.5, color="#555555")
+    ax.text(4.8, 0.37, "exactly: B's weights at the start of step t,\nand BatchNorm's statistics after this step's\n"
+            "forward pass (B ran with training=True)", ha="center", va="center", fontsize=8.5, color="#333333",
+            linespacing=1.25)
     ax.text(10.2, 0.5, "one update behind B", ha="center", va="center", fontsize=9, fontweight="bold",
             color=COLORS[3])
     ax.plot([8.7, 8.7], [0.3, 3.15], color="grey", lw=0.8, ls="--")
