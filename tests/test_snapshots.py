@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import snapshot_data
 from helpers import snapshots as S
 from helpers.exercises import CheckFailed
 from helpers.exercises.snapshots import check_remember, check_soft_update
@@ -864,7 +865,7 @@ def test_cost_helpers_refuse_bad_arguments(tmp_path):
 
 def _from_notebook(*names):
     """The top-level definitions ``names`` (functions, classes and assignments) of notebook 05's code cells,
-    executed in order in a namespace holding ``np``, ``tf``, ``keras`` and ``snapshots``."""
+    executed in order in a namespace holding ``np``, ``tf``, ``keras``, ``snapshots`` and ``snapshot_data``."""
     import ast
 
     import nbformat
@@ -872,7 +873,8 @@ def _from_notebook(*names):
     from tests.notebook_answers import ROOT
 
     cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
-    wanted, found, scope = set(names), [], {"np": np, "tf": tf, "keras": keras, "snapshots": S}
+    wanted, found = set(names), []
+    scope = {"np": np, "tf": tf, "keras": keras, "snapshots": S, "snapshot_data": snapshot_data}
     for cell in cells:
         if cell.cell_type != "code" or cell.source.lstrip().startswith(("%", "# Colab")):
             continue
@@ -889,23 +891,26 @@ def _from_notebook(*names):
 
 def _from_docs(scope):
     """Runs the ```python blocks of docs/snapshots.md (the `fit` versions of a target network and a mean
-    teacher, built on the notebook's ``WithPastB``) in ``scope``, and returns it."""
+    teacher, built on the notebook's ``WithPastB``) in ``scope``, and returns it. The page must not
+    redefine a name of the notebook's (the tests would then check the page's version)."""
     import re
 
     from tests.notebook_answers import ROOT
 
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "snapshots.md").read_text(encoding="utf-8"), re.S)
     assert blocks, "docs/snapshots.md no longer shows the fit versions of the refresh policies"
+    before = dict(scope)
     for block in blocks:
         exec(compile(block, "docs/snapshots.md", "exec"), scope)  # noqa: S102 - our docs
+    rebound = sorted(name for name, value in before.items() if scope[name] is not value)
+    assert not rebound, f"docs/snapshots.md redefines the notebook's {rebound}"
     return scope
 
 
 @pytest.fixture(scope="module")
 def nb():
     scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "Head",
-                           "GAMMA", "angles", "states", "next_states", "rewards", "true_values",
-                           "make_value_step", "value_errors")
+                           "make_complete_sync", "ring", "value_errors")
     scope = _from_docs(scope)
     scope["make_models"] = lambda seed=0: _make_models(scope, seed)
     return scope
@@ -1156,7 +1161,7 @@ def test_the_fit_target_network_syncs_every_ten_steps_with_tf_cond(nb, policy):
 
 
 def test_a_python_if_on_the_step_counter_fails_inside_fit(nb):
-    # Why TargetNetwork (and the notebook's make_value_step) write tf.cond: Keras does not let AutoGraph convert train_step, so a Python `if`
+    # Why TargetNetwork (and the notebook's value step) write tf.cond: Keras does not let AutoGraph convert train_step, so a Python `if`
     # on the iteration tensor raises inside fit.
     class PythonIf(nb["TargetNetwork"]):
         def refresh(self):
@@ -1225,11 +1230,11 @@ def test_the_fit_target_networks_pass_no_gradient_through_the_past_prediction(nb
 
 @pytest.mark.parametrize("rnn", ["LSTM", "GRU", "SimpleRNN", "Bidirectional"])
 def test_make_complete_sync_carries_a_stateful_rnns_states_which_set_weights_misses(nb, rnn):
-    # docs/snapshots.md's make_complete_sync (the notebook's until round 13): a stateful RNN keeps its carried state in layer.states, outside
+    # The notebook's make_complete_sync (optional section): a stateful RNN keeps its carried state in layer.states, outside
     # model.variables (tripwire in test_upstream.py); make_complete_sync syncs them too, so its copy gives
     # the original's next output, also when the sync runs inside a compiled step; set_weights' copy and
-    # make_sync's do not. A Bidirectional wrapper's RNNs are not in .layers (docs/snapshots.md says all_layers
-    # cannot reach them): make_complete_sync misses them and snapshots.sync copies them.
+    # make_sync's do not. A Bidirectional wrapper is not an RNN layer and holds its RNNs outside model.layers (the
+    # notebook says make_complete_sync cannot reach them): make_complete_sync misses them and snapshots.sync copies them.
     keras.utils.set_random_seed(0)
     layer = (keras.layers.Bidirectional(keras.layers.LSTM(4, stateful=True)) if rnn == "Bidirectional"
              else getattr(keras.layers, rnn)(4, stateful=True))
@@ -1281,7 +1286,7 @@ def test_the_notebooks_copy_is_independent_of_b_and_an_alias_is_not(nb):
 
 
 def test_the_notebooks_check_copy_catches_make_syncs_copy_and_make_complete_sync_passes(nb, capsys):
-    # docs/snapshots.md's "Making the copy complete" (the notebook's until round 13): an adapted Normalization keeps its mean and variance outside
+    # The notebook's optional "complete copy": an adapted Normalization keeps its mean and variance outside
     # model.variables (constants computed from its variables when adapt() finishes), so make_sync's copy
     # (the variables alone) has equal variables and another output; make_complete_sync (finalize_state)
     # and snapshots.snapshot copy them. A model without such state passes after make_sync.
@@ -1311,21 +1316,21 @@ def test_the_notebooks_check_copy_catches_make_syncs_copy_and_make_complete_sync
         "every variable equal: True, same output: True"]
 
 
-def test_make_complete_sync_copies_an_adapted_normalization_in_a_nested_model_and_keeps_it_in_a_compiled_step(nb):
-    # all_layers walks the models nested in a model (public .layers); the adapted constants stay copied while
-    # a compiled step trains the model and syncs (adapt() state never changes in training). A
-    # Normalization given its mean and variance in the constructor is copied as well (its config).
+def test_make_complete_sync_keeps_an_adapted_normalization_in_a_compiled_step_and_misses_a_nested_one(nb, capsys):
+    # The notebook: "What adapt() learnt is copied once, eagerly, when the sync is made: it does not change in
+    # training", and "make_complete_sync walks only model.layers; helpers.snapshots.sync ... also reaches layers
+    # inside nested models". The adapted constants stay copied while a compiled step trains the model and syncs;
+    # a Normalization given its mean and variance in the constructor is copied as well (its config). Nested in
+    # an inner Sequential, the adapted layer is missed (check_copy prints False) and snapshots.sync copies it.
     x = np.random.default_rng(1).normal(1.0, 2.0, size=(32, 8)).astype("float32")
     keras.utils.set_random_seed(0)
     adapted = keras.layers.Normalization()
     adapted.adapt(x)
-    inner = keras.Sequential([keras.Input((8,)), adapted, keras.layers.Dense(4), keras.layers.BatchNormalization()])
     inputs = keras.Input((8,))
-    outputs = keras.layers.Dense(1)(keras.layers.Normalization(mean=1.0, variance=4.0)(inner(inputs)))
+    outputs = keras.layers.Dense(1)(keras.layers.Normalization(mean=1.0, variance=4.0)(adapted(inputs)))
     model = keras.Model(inputs, outputs)
     past = keras.models.clone_model(model)
     sync = nb["make_complete_sync"](model, past)
-    sync()
     np.testing.assert_array_equal(past(x).numpy(), model(x).numpy())
     optimizer = keras.optimizers.SGD(0.1)
 
@@ -1342,11 +1347,23 @@ def test_make_complete_sync_copies_an_adapted_normalization_in_a_nested_model_an
     sync()
     np.testing.assert_array_equal(past(x).numpy(), model(x).numpy())
 
+    nested_norm = keras.layers.Normalization()
+    nested_norm.adapt(x)
+    inner = keras.Sequential([keras.Input((8,)), nested_norm, keras.layers.Dense(4)])
+    outer = keras.Sequential([keras.Input((8,)), inner, keras.layers.Dense(1)])
+    outer_past = keras.models.clone_model(outer)
+    nb["make_complete_sync"](outer, outer_past)()
+    nb["check_copy"](outer, outer_past, x)
+    S.sync(outer, outer_past)
+    nb["check_copy"](outer, outer_past, x)
+    assert capsys.readouterr().out.splitlines() == ["every variable equal: True, same output: False",
+                                                    "every variable equal: True, same output: True"]
+
 
 @pytest.mark.parametrize("layer", ["StringLookup", "IntegerLookup", "TextVectorization"])
 @pytest.mark.parametrize("mode", ["int", "tf_idf"])
 def test_make_complete_sync_copies_a_lookup_layers_vocabulary_which_a_copy_of_the_variables_misses(nb, layer, mode):
-    # docs/snapshots.md's make_complete_sync: a lookup layer's vocabulary is a lookup table outside model.variables
+    # The notebook's make_complete_sync: a lookup layer's vocabulary is a lookup table outside model.variables
     # (tf_idf weights too); a clone's table is not even initialized (calling it fails), and
     # set_vocabulary(get_vocabulary()) gives the original's output. In "tf_idf" mode set_vocabulary
     # asks for the idf weights (a clear ValueError, nothing silent; TextVectorization has no public
@@ -1441,40 +1458,47 @@ def test_make_sync_copies_a_subclassed_model_whose_copy_is_built_by_its_construc
     assert capsys.readouterr().out == "every variable equal: True, same output: True\n" * 2
 
 
-def test_the_notebooks_rnn_copy_needs_snapshots_sync_also_inside_a_compiled_step(nb, capsys):
-    # The notebook's "When check_copy prints False": an adapted Normalization and a stateful LSTM; make_sync's copy
-    # has every variable and another output, snapshots.sync's the same output. "Call it once, then in place of
-    # sync() in your step": inside a compiled training step it keeps the copy complete (the LSTM's states move
-    # at every call; the adapted constants were copied by the first, eager call).
+def test_the_notebooks_two_demos_print_false_for_make_sync_and_true_for_make_complete_sync(nb, capsys):
+    # The notebook's optional "complete copy", its two demos (a stateful LSTM; an adapted Normalization): every
+    # variable equal both times, the same output only after make_complete_sync. Then, inside a compiled
+    # training step, make_complete_sync's sync keeps copying the LSTM's states (they move at every call).
     keras.utils.set_random_seed(0)
     sequences = np.random.default_rng(2).normal(size=(2, 5, 3)).astype("float32")
+    lstm = keras.Sequential([keras.Input(batch_shape=(2, 5, 3)), keras.layers.LSTM(4, stateful=True),
+                             keras.layers.Dense(1)])
+    lstm(sequences)
+    past_lstm = keras.models.clone_model(lstm)
+    nb["make_sync"](lstm, past_lstm)()
+    nb["check_copy"](lstm, past_lstm, sequences)
+    sync = nb["make_complete_sync"](lstm, past_lstm)
+    sync()
+    nb["check_copy"](lstm, past_lstm, sequences)
+    features = np.random.default_rng(1).normal(1.0, 2.0, size=(32, 8)).astype("float32")
+    keras.utils.set_random_seed(0)
     scale = keras.layers.Normalization()
-    scale.adapt(sequences)
-    rnn = keras.Sequential([keras.Input(batch_shape=(2, 5, 3)), scale,
-                            keras.layers.LSTM(4, stateful=True), keras.layers.Dense(1)])
-    rnn(sequences)
-    past = keras.models.clone_model(rnn)
-    nb["make_sync"](rnn, past)()
-    nb["check_copy"](rnn, past, sequences)
-    S.sync(rnn, past)
-    nb["check_copy"](rnn, past, sequences)
+    scale.adapt(features)
+    normalized = keras.Sequential([keras.Input((8,)), scale, keras.layers.Dense(1)])
+    past_normalized = keras.models.clone_model(normalized)
+    nb["make_sync"](normalized, past_normalized)()
+    nb["check_copy"](normalized, past_normalized, features)
+    nb["make_complete_sync"](normalized, past_normalized)()
+    nb["check_copy"](normalized, past_normalized, features)
+    assert capsys.readouterr().out.splitlines() == ["every variable equal: True, same output: False",
+                                                    "every variable equal: True, same output: True"] * 2
     optimizer = keras.optimizers.SGD(0.1)
 
     @tf.function
     def step():
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(rnn(sequences, training=True) ** 2)
-        grads = tape.gradient(loss, rnn.trainable_variables)
-        S.sync(rnn, past)
-        optimizer.apply_gradients(zip(grads, rnn.trainable_variables))
+            loss = tf.reduce_mean(lstm(sequences, training=True) ** 2)
+        grads = tape.gradient(loss, lstm.trainable_variables)
+        sync()
+        optimizer.apply_gradients(zip(grads, lstm.trainable_variables))
 
     for _ in range(2):
         step()
-    for state, past_state in zip(rnn.layers[1].states, past.layers[1].states, strict=True):  # synced in the step
+    for state, past_state in zip(lstm.layers[0].states, past_lstm.layers[0].states, strict=True):
         np.testing.assert_array_equal(past_state.numpy(), state.numpy())
-    np.testing.assert_array_equal(past.layers[0].mean.numpy(), rnn.layers[0].mean.numpy())  # still adapted
-    assert capsys.readouterr().out.splitlines() == ["every variable equal: True, same output: False",
-                                                    "every variable equal: True, same output: True"]
 
 
 def test_state_in_a_plain_attribute_escapes_make_sync_check_copy_catches_it_and_sync_refuses_it(nb, capsys):
@@ -1501,28 +1525,46 @@ def test_state_in_a_plain_attribute_escapes_make_sync_check_copy_catches_it_and_
         S.sync(model, past)
 
 
-def _td_run(nb, with_copy, seed=0, steps=200):
-    """The notebook's payoff run (its ``value_errors``): a value network trained by make_value_step; its
-    error against the exact values in each step (step t: after t updates), and after each step whether
-    the target network's weights changed in it."""
-    keras.utils.set_random_seed(seed)
-    value = keras.Sequential([keras.Input((2,)), keras.layers.Dense(32, activation="relu"),
-                              keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)])
-    target = keras.models.clone_model(value) if with_copy else value
-    nb["make_sync"](value, target)()
-    value_step = nb["make_value_step"](value, target)
-    errors, changed = [], []
-    for _ in range(steps):
-        before = target.layers[-1].kernel.numpy()
-        values = value_step()
-        errors.append(float(np.sqrt(np.mean((values.numpy() - nb["true_values"]) ** 2))))
-        changed.append(not np.array_equal(before, target.layers[-1].kernel.numpy()))
-    return np.array(errors), np.array(changed)
+def _counting_syncs(nb):
+    """The notebook's ``value_errors`` with its ``make_sync`` wrapped so that every sync, also inside the
+    compiled step (through ``tf.cond``), adds one to a counter; returns (value_errors, counter)."""
+    counter = tf.Variable(0)
+    scope = dict(nb)
+
+    def make_counted_sync(model, past):
+        sync = nb["make_sync"](model, past)
+
+        def counted():
+            sync()
+            counter.assign_add(1)
+        return counted
+
+    scope["make_sync"] = make_counted_sync
+    value_errors = type(nb["value_errors"])(nb["value_errors"].__code__, scope, "value_errors",
+                                           nb["value_errors"].__defaults__)
+    return value_errors, counter
 
 
-def test_the_notebooks_value_errors_is_the_run_the_tests_check(nb):
-    # _td_run is the notebook's value_errors: same errors for seed 0.
-    np.testing.assert_allclose(nb["value_errors"](True, steps=20), _td_run(nb, True, steps=20)[0], rtol=1e-6)
+def test_the_notebooks_value_errors_syncs_its_target_network_in_steps_0_10_20(nb):
+    # The notebook: "The step syncs in steps 0, 10, 20, ... only (tf.cond)": once when the copy is made (it
+    # starts equal), then in steps 0, 10 and 20 of 25; the wrapper gives the same errors as the notebook's run.
+    value_errors, counter = _counting_syncs(nb)
+    errors = value_errors(True, steps=25)
+    assert int(counter.numpy()) == 1 + 3
+    np.testing.assert_allclose(errors, nb["value_errors"](True, steps=25), rtol=1e-6)
+
+
+def test_the_rings_exact_values_and_bad_arguments():
+    # snapshot_data.ring: the data of the notebook's target-network example (its label uses 0.9 = ring().gamma).
+    ring = snapshot_data.ring()
+    assert ring.gamma == 0.9 and ring.states.shape == (32, 2) and ring.states.dtype == np.float32
+    np.testing.assert_allclose(ring.values, ring.rewards + 0.9 * np.roll(ring.values, -1, axis=0), atol=1e-5)
+    np.testing.assert_array_equal(ring.next_states, np.roll(ring.states, -1, axis=0))
+    assert ring.error(ring.values) == 0.0 and ring.error(ring.values + 1.0) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="gamma"):
+        snapshot_data.ring(gamma=1.0)
+    with pytest.raises(ValueError, match="points"):
+        snapshot_data.ring(points=1)
 
 
 def _largest_rise(errors):
@@ -1532,18 +1574,13 @@ def _largest_rise(errors):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_the_notebooks_target_network_learns_the_values_better_than_the_networks_own_targets(nb, seed):
-    # The notebook's payoff figure, from five starts (its printed errors are not compared: 200 steps amplify
+    # The notebook's Picture, from five starts (its printed errors are not compared: 200 steps amplify
     # rounding between TensorFlow builds). What its text says: without a copy the error wanders (it climbs
     # back by more than 0.8 after a low point; seen 1.0-1.4) and stays high; with a target network synced
     # every 10 steps it falls steadily (20-step averages always fall, no climb over 0.3; seen <= 0.18) and
-    # ends lower, also over the last 50 steps (seen 1.4-3.4x). The target network's weights change only in
-    # steps 10, 20, ... (its sync in step 0 copies what it already holds). The exact values obey
-    # V = r + γ V(next).
-    values, rewards = nb["true_values"], nb["rewards"]
-    np.testing.assert_allclose(values, rewards + nb["GAMMA"] * np.roll(values, -1, axis=0), atol=1e-5)
-    alone, _ = _td_run(nb, False, seed)
-    hard, hard_changed = _td_run(nb, True, seed)
+    # ends lower, also over the last 50 steps (seen 1.4-3.4x).
+    alone = np.array(nb["value_errors"](False, seed))
+    hard = np.array(nb["value_errors"](True, seed))
     assert _largest_rise(alone) > 0.8
     assert np.all(np.diff(hard.reshape(10, 20).mean(axis=1)) < 0) and _largest_rise(hard) < 0.3
     assert hard[-1] < alone[-1] / 1.2 and hard[-50:].mean() < alone[-50:].mean() / 1.2
-    assert set(np.flatnonzero(hard_changed)) == set(range(10, 200, 10))
