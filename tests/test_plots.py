@@ -377,22 +377,23 @@ def test_snapshot_lag_shades_each_sync_across_the_drop_of_the_periodic_curve():
         plots.snapshot_lag(curves, computed=("nope",))
 
 
-def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_one_update_behind():
+def test_snapshot_step_order_shows_evaluate_sync_update_and_the_past_one_update_behind():
     fig = plots.snapshot_step_order()
     ax = fig.axes[0]
     texts = [t.get_text() for t in ax.texts]
     calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
     assert [t for t in texts if t.startswith(calls)] == [
-        "evaluate\nB and past B: one loss", "tape.gradient\ngradients fixed", "sync()\npast B takes B's variables",
-        "apply_gradients\nB moves", "evaluate\n(next step)"]  # no header names a row the figure does not draw
+        "evaluate\nB and past B: one loss", "sync()\npast B takes B's variables",
+        "apply_gradients\nB moves", "evaluate\n(next step)"]  # no header names a row the figure does not draw;
+    # tape.gradient changes neither row: no column for it
     assert not [t for t in texts if t[:2] in ("1.", "2.", "3.", "4.")]  # no sub-step number reads as a step number
     assert {"B (trained)", "past B (the copy)", r"step t (starts from $\theta_t$)", "step t + 1",
             "one update behind B"} <= set(texts)
     versions = [t for t in texts if t.startswith("$") and t.endswith("$")]
-    # per column, B then past B: evaluate (t, t-1), tape.gradient (t, t-1), sync (t, t), apply (t+1, t),
-    # the next evaluation (t+1, t): one update behind
+    # per column, B then past B: evaluate (t, t-1), sync (t, t), apply (t+1, t), the next evaluation
+    # (t+1, t): one update behind
     t, t1, tm1 = r"$\theta_{t}$", r"$\theta_{t+1}$", r"$\theta_{t-1}$"
-    assert versions == [t, tm1, t, tm1, t, t, t1, t, t1, t]
+    assert versions == [t, tm1, t, t, t1, t, t1, t]
     assert any(r"in step 0: $\theta_0$" in text and "starts equal" in text for text in texts)  # no θ_-1 undefined
     boxed = [p for p in ax.patches if type(p).__name__ == "FancyBboxPatch"]
     assert len(boxed) == 2  # the synced past B, the updated B

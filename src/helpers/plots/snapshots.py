@@ -69,31 +69,31 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
 
 def snapshot_step_order() -> Any:
     """A timeline of one training step with a past copy, and the next step's evaluation: B and past B
-    evaluate on the same input into one loss, ``tape.gradient`` fixes the gradients, ``sync()`` copies
-    B into past B, ``apply_gradients`` moves B. Each column shows which weights a row holds after that
-    call (θ_t: B's weights after t updates, so step t starts from θ_t); past B holds θ_{t−1} at the
-    evaluation, θ_0 in step 0 (the copy starts equal to B). Under the sync, a note says exactly what past
-    B holds then: B's weights at the start of step t, and BatchNorm's moving statistics as this step's
-    forward pass (B with ``training=True``) left them. What a call changes is boxed, the rest grey; the
-    legend says both. A boxed note says why the sync must not come before the evaluation.
+    evaluate on the same input into one loss, ``sync()`` copies B into past B, ``apply_gradients`` moves
+    B. (``tape.gradient``, between the evaluation and the sync, changes neither row, so it has no
+    column.) Each column shows which weights a row holds after that call (θ_t: B's weights after t
+    updates, so step t starts from θ_t); past B holds θ_{t−1} at the evaluation, θ_0 in step 0 (the copy
+    starts equal to B). Under the sync, a note says exactly what past B holds then: B's weights at the
+    start of step t, and BatchNorm's moving statistics as this step's forward pass (B with
+    ``training=True``) left them. What a call changes is boxed, the rest grey; the legend says both. A
+    boxed note says why the sync must not come before the evaluation.
 
     >>> fig = snapshot_step_order()
     >>> calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
     >>> [t.get_text().splitlines()[0] for t in fig.axes[0].texts if t.get_text().startswith(calls)]
-    ['evaluate', 'tape.gradient', 'sync()', 'apply_gradients', 'evaluate']
+    ['evaluate', 'sync()', 'apply_gradients', 'evaluate']
     """
     from matplotlib.lines import Line2D
     from matplotlib.patches import FancyBboxPatch, Patch
 
-    fig, ax = new_figure(width=11.0, height=4.7)
+    fig, ax = new_figure(width=10.0, height=4.7)
     theta = {-1: r"$\theta_{t-1}$", 0: r"$\theta_{t}$", 1: r"$\theta_{t+1}$"}
     rows = {"B (trained)": (2.0, COLORS[0]), "past B (the copy)": (0.9, COLORS[3])}
     columns = [  # (x, header, B holds, past B holds, which row the call changes)
         (0.0, "evaluate\nB and past B: one loss", 0, -1, None),
-        (2.4, "tape.gradient\ngradients fixed", 0, -1, None),
-        (4.8, "sync()\npast B takes B's variables", 0, 0, "past B (the copy)"),
-        (7.2, "apply_gradients\nB moves", 1, 0, "B (trained)"),
-        (10.2, "evaluate\n(next step)", 1, 0, None)]
+        (3.0, "sync()\npast B takes B's variables", 0, 0, "past B (the copy)"),
+        (5.6, "apply_gradients\nB moves", 1, 0, "B (trained)"),
+        (8.4, "evaluate\n(next step)", 1, 0, None)]
     for x, header, b_holds, past_holds, changed in columns:
         ax.text(x, 2.85, header, ha="center", va="center", fontsize=9.5, linespacing=1.3)
         for (row, (y, color)), version in zip(rows.items(), (b_holds, past_holds)):
@@ -102,17 +102,17 @@ def snapshot_step_order() -> Any:
                                             fc=color, alpha=0.5, ec="black", lw=1.6))
             ax.text(x, y, theta[version], ha="center", va="center", fontsize=13,
                     color="black" if row == changed else "grey")
-    ax.annotate("", xy=(4.8, 1.13), xytext=(4.8, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
-    ax.text(1.2, 0.5, r"in step 0: $\theta_0$ (the copy starts equal to B)", ha="center", va="center",
-            fontsize=8.5, color="#555555")
-    ax.text(4.8, 0.37, "exactly: B's weights at the start of step t,\nand BatchNorm's statistics after this step's\n"
+    ax.annotate("", xy=(3.0, 1.13), xytext=(3.0, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
+    ax.text(0.0, 0.5, "in step 0: $\\theta_0$\n(the copy starts equal to B)", ha="center", va="center",
+            fontsize=8.5, color="#555555", linespacing=1.25)
+    ax.text(3.0, 0.37, "exactly: B's weights at the start of step t,\nand BatchNorm's statistics after this step's\n"
             "forward pass (B ran with training=True)", ha="center", va="center", fontsize=8.5, color="#333333",
             linespacing=1.25)
-    ax.text(10.2, 0.5, "one update behind B", ha="center", va="center", fontsize=9, fontweight="bold",
+    ax.text(8.4, 0.5, "one update behind B", ha="center", va="center", fontsize=9, fontweight="bold",
             color=COLORS[3])
-    ax.plot([8.7, 8.7], [0.3, 3.15], color="grey", lw=0.8, ls="--")
-    ax.text(3.6, 3.35, r"step t (starts from $\theta_t$)", ha="center", va="center", fontsize=11, fontweight="bold")
-    ax.text(10.2, 3.35, "step t + 1", ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.plot([7.0, 7.0], [0.3, 3.15], color="grey", lw=0.8, ls="--")
+    ax.text(2.8, 3.35, r"step t (starts from $\theta_t$)", ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.text(8.4, 3.35, "step t + 1", ha="center", va="center", fontsize=11, fontweight="bold")
     for row, (y, _) in rows.items():
         ax.text(-0.9, y, row, ha="right", va="center", fontsize=10.5)
     key = [Line2D([], [], ls="none", label=r"$\theta_t$: B's weights after t updates (steps count from 0)"),
@@ -123,7 +123,7 @@ def snapshot_step_order() -> Any:
     ax.text(-3.0, -0.6, "Synced before the evaluation instead, past B would equal B: 0 steps behind, "
             "and the step would compare B with itself.", ha="left", va="center", fontsize=10,
             bbox={"boxstyle": "round,pad=0.4", "fc": "#fff4e5", "ec": COLORS[3]})
-    ax.set_xlim(-3.0, 11.2)
+    ax.set_xlim(-3.0, 9.4)
     ax.set_ylim(-0.85, 3.55)
     ax.axis("off")
     ax.set_title("At every evaluation past B is one update behind B", fontsize=12)
