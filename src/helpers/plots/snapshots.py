@@ -123,7 +123,7 @@ def snapshot_step_order() -> Any:
     ax.text(-3.0, -0.6, "Synced before the evaluation instead, past B would equal B: 0 steps behind, "
             "and the step would compare B with itself.", ha="left", va="center", fontsize=10,
             bbox={"boxstyle": "round,pad=0.4", "fc": "#fff4e5", "ec": COLORS[3]})
-    ax.set_xlim(-3.0, 9.4)
+    ax.set_xlim(-3.0, 9.7)
     ax.set_ylim(-0.85, 3.55)
     ax.axis("off")
     ax.set_title("At every evaluation past B is one update behind B", fontsize=12)
