@@ -514,28 +514,68 @@ def test_snapshot_lag_shades_each_sync_across_the_drop_of_the_periodic_curve():
         plots.snapshot_lag(curves, computed=("nope",))
 
 
-def test_snapshot_step_order_shows_evaluate_gradient_sync_update_and_the_past_one_update_behind():
+def test_snapshot_step_order_shows_evaluate_sync_update_and_the_past_one_update_behind():
+    fig = plots.snapshot_step_order()
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
+    assert [t for t in texts if t.startswith(calls)] == [
+        "evaluate\nB and past B: one loss", "sync()\npast B takes B's variables",
+        "apply_gradients\nB moves", "evaluate\n(next step)"]  # no header names a row the figure does not draw;
+    # tape.gradient changes neither row: no column for it
+    assert not [t for t in texts if t[:2] in ("1.", "2.", "3.", "4.")]  # no sub-step number reads as a step number
+    assert {"B (trained)", "past B (the copy)", r"step t (starts from $\theta_t$)", "step t + 1",
+            "one update behind B"} <= set(texts)
+    versions = [t for t in texts if t.startswith("$") and t.endswith("$")]
+    # per column, B then past B: evaluate (t, t-1), sync (t, t), apply (t+1, t), the next evaluation
+    # (t+1, t): one update behind
+    t, t1, tm1 = r"$\theta_{t}$", r"$\theta_{t+1}$", r"$\theta_{t-1}$"
+    assert versions == [t, tm1, t, t, t1, t, t1, t]
+    assert any(r"in step 0: $\theta_0$" in text and "starts equal" in text for text in texts)  # no θ_-1 undefined
+    boxed = [p for p in ax.patches if type(p).__name__ == "FancyBboxPatch"]
+    assert len(boxed) == 2  # the synced past B, the updated B
+    key = [text.get_text() for text in ax.get_legend().get_texts()]  # boxed and grey explained in the legend
+    assert key[0].startswith(r"$\theta_t$: B's weights after t updates")
+    assert key[1].startswith("boxed:") and key[2].startswith("grey:")
+    assert any(t.startswith("Synced before the evaluation instead") and "0 steps behind" in t for t in texts)
+
+
+def test_snapshot_targets_draws_each_start_thin_their_mean_thick_and_ticks_at_the_syncs():
+    import numpy as np
     import pytest
 
-    fig = plots.snapshot_step_order(2)
-    texts = [t.get_text() for t in fig.axes[0].texts]
-    assert [t for t in texts if t.startswith(("evaluate", "tape", "sync", "apply"))] == [
-        "evaluate: B and\npast B; one loss", "tape.gradient:\nthe gradients g", "sync(): past B\ntakes B's state",
-        "apply_gradients:\nA and B move by g"] * 2
-    key = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]  # the key is a legend, not a footnote
-    assert key[0].startswith("boxed: what this phase changes") and any("A's weights" in k for k in key)
-    assert any(t.startswith("Synced before the evaluation instead") for t in texts)  # why not sync first
-    assert {"A (trained)", "B (trained)", "past B (frozen copy)", "gradients"} <= set(texts)
-    versions = [t for t in texts if t.startswith("$")]
-    # per phase, top to bottom (A as phi, B, past B, gradients): evaluate (t, t, t-1; no gradients yet),
-    # tape.gradient (t, t, t-1, g_t: drawn once), sync (t, t, t), apply (t+1, t+1, t)
-    t, t1, tm1, g = r"$\theta_{t}$", r"$\theta_{t+1}$", r"$\theta_{t-1}$", r"$g_{t}$"
-    a, a1 = r"$\varphi_{t}$", r"$\varphi_{t+1}$"
-    assert versions[:13] == [a, t, tm1, a, t, tm1, g, a, t, t, a1, t1, t]
-    assert versions[13:16] == [a1, t1, t]  # step t + 1 evaluates with the past one behind
-    boxed = [p for p in fig.axes[0].patches if type(p).__name__ == "FancyBboxPatch"]
-    assert len(boxed) == 2 * 4  # per step: g, the synced past B, the updated A and B
-    assert "step t" in texts and "step t + 1" in texts
-    for bad in (0, 5, True, 1.5):
-        with pytest.raises(ValueError, match="steps must be an int from 1 to 4"):
-            plots.snapshot_step_order(bad)
+    one = {"no copy": np.linspace(2, 1, 30), "hard copy": 1 / (1 + np.arange(30))}
+    fig = plots.snapshot_targets(one)
+    ax = fig.axes[0]
+    assert len(fig.axes) == 1
+    assert [line.get_label() for line in ax.get_lines()] == list(one)
+    assert list(ax.get_lines()[0].get_xdata()[:2]) == [0, 1]  # the error in steps 0, 1, ... (optimizer.iterations)
+    assert ax.get_ylim()[0] == 0 and ax.get_xlabel() == "training step t"
+    assert ax.get_title().endswith("one start per run)")
+    assert ax.get_ylim()[1] < 1.1 * 2  # no empty band above the highest line
+    starts = {"no copy": np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]), "hard copy": np.ones(3)}
+    fig = plots.snapshot_targets(starts)
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["_start", "_start", "no copy", "hard copy"]
+    assert lines[0].get_linewidth() < lines[2].get_linewidth()  # each start thin, the mean thick
+    np.testing.assert_allclose(lines[2].get_ydata(), [2.0, 2.0, 2.0])  # the mean of the starts
+    assert "2 starts per run" in ax.get_title()
+    runs = {"no copy": np.ones((3, 35)), "hard copy": np.ones((3, 35))}
+    ax = plots.snapshot_targets(runs, syncs=("hard copy", 10)).axes[0]
+    ticks = ax.get_lines()[-1]
+    assert list(ticks.get_xdata()) == [0, 10, 20, 30] and ticks.get_marker() == "|"  # iterations % 10 == 0
+    assert ticks.get_color() == ax.get_lines()[-2].get_color()  # in the hard copy's colour
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "ticks: syncs of the hard copy (steps 0, 10, 20, ...)"
+    titled = plots.snapshot_targets(runs, title="What to see").axes[0].get_title()
+    assert titled.startswith("What to see\n(lower is better; 3 starts per run")
+    with pytest.raises(ValueError, match="at least one run"):
+        plots.snapshot_targets({})
+    with pytest.raises(ValueError, match=r"errors\['no copy'\]"):
+        plots.snapshot_targets({"no copy": np.zeros((2, 2, 2))})
+    with pytest.raises(ValueError, match=r"errors\['no copy'\]"):
+        plots.snapshot_targets({"no copy": []})
+    with pytest.raises(ValueError, match="syncs names a run that is not in errors"):
+        plots.snapshot_targets(runs, syncs=("soft copy", 10))
+    with pytest.raises(ValueError, match="syncs' interval"):
+        plots.snapshot_targets(runs, syncs=("hard copy", 0))

@@ -525,9 +525,9 @@ def test_05_fit_reports_what_a_custom_train_step_puts_in_a_listed_metric_and_use
     raw.compile(optimizer=keras.optimizers.SGD(0.01))
     reported = raw.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0).history["loss"][0]
     assert reported == 0.0, lesson(
-        NB05, "Now (TF2): the question's step inside model.fit",
-        "a custom train_step must update a metric listed in `metrics` (a raw {'loss': loss} is reported as "
-        f"the compiled loss tracker's 0.0; now fit reports {reported})")
+        NB05, "Now (TF2): the question's step inside fit",
+        "a custom train_step's raw {'loss': loss} is reported as the compiled loss tracker's 0.0, so WithPastB "
+        f"returns its loss as 'step_loss' (now fit reports {reported} for 'loss')")
     model = _bn_model_05()
     model.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.9), loss="mse")
     model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
@@ -583,11 +583,11 @@ def test_05_a_stateful_rnns_states_are_neither_variables_nor_weights():
     fact = ("a stateful RNN's states are in layer.states, not in model.variables nor get_weights(), so "
             "set_weights(get_weights()) leaves them behind (helpers.snapshots walks them separately)")
     assert len(states) == 2 and not states & {id(v) for v in model.variables}, lesson(
-        NB05, "Now (TF2): What make_sync leaves out", fact)
+        NB05, "Now (TF2): When check_copy prints False (snapshots.sync)", fact)
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
     assert not np.array_equal(copy(sequence).numpy(), model(sequence).numpy()), lesson(
-        NB05, "Now (TF2): What make_sync leaves out", fact)
+        NB05, "Now (TF2): When check_copy prints False (snapshots.sync)", fact)
 
 
 def test_05_a_default_tape_watches_a_frozen_models_variables():
@@ -599,7 +599,7 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
         out = tf.reduce_sum(model(x, training=False))
     grads = tape.gradient(out, model.variables)
     assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
-        NB05, "Now (TF2): the question's step inside model.fit (docs/snapshots.md)", "model.trainable = False does not stop a default GradientTape from computing "
+        NB05, "Now (TF2): the question's step inside fit (docs/snapshots.md)", "model.trainable = False does not stop a default GradientTape from computing "
         "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")
 
 

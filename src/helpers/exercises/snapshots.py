@@ -219,4 +219,4 @@ def check_remember(remember: Callable) -> None:
     expect(np.array_equal(model(x, training=False).numpy(), output),
            "after restore() the model's output at inference differs from the remembered one")
     passed(f"restore() brings back all {len(remembered)} state variables (BatchNorm's moving statistics "
-           "and the Dropout seed included), every time it is called.")
+           "and the Dropout layer's random-number state included), every time it is called.")

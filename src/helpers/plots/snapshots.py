@@ -8,7 +8,7 @@ import numpy as np
 
 from helpers.plots._style import COLORS, new_figure
 
-__all__ = ["snapshot_lag", "snapshot_step_order"]
+__all__ = ["snapshot_lag", "snapshot_step_order", "snapshot_targets"]
 
 
 def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None,
@@ -67,71 +67,133 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
     return fig
 
 
-def snapshot_step_order(steps: int = 2) -> Any:
-    """A timeline of the question's training step: in each step B and the past network both evaluate
-    A's features into one loss, ``tape.gradient`` computes the gradients g, then the past network takes
-    B's state (weights and BatchNorm statistics: the sync), then the optimizer applies g to A and B.
-    Each column shows what a row holds after that phase (φ_t: A's weights after t updates, θ_t: B's,
-    g_t: step t's gradients); what the phase changes is boxed, the rest is grey text, and the key is a
-    legend. A note says why the sync must not come before the evaluation.
+def snapshot_step_order() -> Any:
+    """A timeline of one training step with a past copy, and the next step's evaluation: B and past B
+    evaluate on the same input into one loss, ``sync()`` copies B into past B, ``apply_gradients`` moves
+    B. (``tape.gradient``, between the evaluation and the sync, changes neither row, so it has no
+    column.) Each column shows which weights a row holds after that call (θ_t: B's weights after t
+    updates, so step t starts from θ_t); past B holds θ_{t−1} at the evaluation, θ_0 in step 0 (the copy
+    starts equal to B). Under the sync, a note says exactly what past B holds then: B's weights at the
+    start of step t, and BatchNorm's moving statistics as this step's forward pass (B with
+    ``training=True``) left them. What a call changes is boxed, the rest grey; the legend says both. A
+    boxed note says why the sync must not come before the evaluation.
 
-    A diagram of the order in notebook 05's ``train_step`` (no data): at every evaluation the past
-    network holds θ_{t−1} while B holds θ_t, and g is fixed before the sync, so the sync cannot change it.
-
-    >>> fig = snapshot_step_order(2)
-    >>> phases = ("evaluate", "tape", "sync", "apply")
-    >>> [t.get_text().split()[0] for t in fig.axes[0].texts if t.get_text().startswith(phases)][:4]
-    ['evaluate:', 'tape.gradient:', 'sync():', 'apply_gradients:']
+    >>> fig = snapshot_step_order()
+    >>> calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
+    >>> [t.get_text().splitlines()[0] for t in fig.axes[0].texts if t.get_text().startswith(calls)]
+    ['evaluate', 'sync()', 'apply_gradients', 'evaluate']
     """
+    from matplotlib.lines import Line2D
     from matplotlib.patches import FancyBboxPatch, Patch
 
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= 4:
-        raise ValueError(f"steps must be an int from 1 to 4, got {steps!r}")
-
-    def label(symbol: str, k: int) -> str:
-        return rf"${symbol}_{{t}}$" if k == 0 else rf"${symbol}_{{t{k:+d}}}$"
-
-    fig, ax = new_figure(width=2.2 + 5.0 * steps, height=4.2)
-    rows = {"A (trained)": (3.0, r"\varphi"), "B (trained)": (2.0, r"\theta"),
-            "past B (frozen copy)": (1.0, r"\theta"), "gradients": (0.0, "g")}
-    colors = {3.0: COLORS[4], 2.0: COLORS[0], 1.0: COLORS[3], 0.0: COLORS[2]}
-    gap, width = 2.0, 8.6  # between phases, between steps
-    for k in range(steps):
-        phases = [("evaluate: B and\npast B; one loss", (k, k, k - 1, None), ()),
-                  ("tape.gradient:\nthe gradients g", (k, k, k - 1, k), ("gradients",)),
-                  ("sync(): past B\ntakes B's state", (k, k, k, None), ("past B (frozen copy)",)),
-                  ("apply_gradients:\nA and B move by g", (k + 1, k + 1, k, None), ("A (trained)", "B (trained)"))]
-        for j, (phase, held, changed) in enumerate(phases):
-            x = width * k + gap * j
-            ax.text(x, 3.75, phase, ha="center", va="center", fontsize=9, linespacing=1.3)
-            for (row, (y, symbol)), version in zip(rows.items(), held):
-                if version is None:
-                    continue
-                if row in changed:
-                    ax.add_patch(FancyBboxPatch((x - 0.55, y - 0.21), 1.1, 0.42, boxstyle="round,pad=0.02",
-                                                fc=colors[y], alpha=0.5, ec="black", lw=1.6))
-                ax.text(x, y, label(symbol, version), ha="center", va="center", fontsize=12,
-                        color="black" if row in changed else "grey")
-            if phase.startswith("sync"):
-                ax.annotate("", xy=(x, 1.23), xytext=(x, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
-        ax.text(width * k + 1.5 * gap, 4.35, "step t" if k == 0 else f"step t + {k}", ha="center", va="center",
-                fontsize=11, fontweight="bold")
-        if k:
-            x = width * k - (width - 3 * gap) / 2
-            ax.plot([x, x], [-0.4, 4.4], color="grey", lw=0.8, ls="--")
+    fig, ax = new_figure(width=10.0, height=4.7)
+    theta = {-1: r"$\theta_{t-1}$", 0: r"$\theta_{t}$", 1: r"$\theta_{t+1}$"}
+    rows = {"B (trained)": (2.0, COLORS[0]), "past B (the copy)": (0.9, COLORS[3])}
+    columns = [  # (x, header, B holds, past B holds, which row the call changes)
+        (0.0, "evaluate\nB and past B: one loss", 0, -1, None),
+        (3.0, "sync()\npast B takes B's variables", 0, 0, "past B (the copy)"),
+        (5.6, "apply_gradients\nB moves", 1, 0, "B (trained)"),
+        (8.4, "evaluate\n(next step)", 1, 0, None)]
+    for x, header, b_holds, past_holds, changed in columns:
+        ax.text(x, 2.85, header, ha="center", va="center", fontsize=9.5, linespacing=1.3)
+        for (row, (y, color)), version in zip(rows.items(), (b_holds, past_holds)):
+            if row == changed:
+                ax.add_patch(FancyBboxPatch((x - 0.5, y - 0.2), 1.0, 0.4, boxstyle="round,pad=0.02",
+                                            fc=color, alpha=0.5, ec="black", lw=1.6))
+            ax.text(x, y, theta[version], ha="center", va="center", fontsize=13,
+                    color="black" if row == changed else "grey")
+    ax.annotate("", xy=(3.0, 1.13), xytext=(3.0, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
+    ax.text(0.0, 0.5, "in step 0: $\\theta_0$\n(the copy starts equal to B)", ha="center", va="center",
+            fontsize=8.5, color="#555555", linespacing=1.25)
+    ax.text(3.0, 0.37, "exactly: B's weights at the start of step t,\nand BatchNorm's statistics after this step's\n"
+            "forward pass (B ran with training=True)", ha="center", va="center", fontsize=8.5, color="#333333",
+            linespacing=1.25)
+    ax.text(8.4, 0.5, "one update behind B", ha="center", va="center", fontsize=9, fontweight="bold",
+            color=COLORS[3])
+    ax.plot([7.0, 7.0], [0.3, 3.15], color="grey", lw=0.8, ls="--")
+    ax.text(2.8, 3.35, r"step t (starts from $\theta_t$)", ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.text(8.4, 3.35, "step t + 1", ha="center", va="center", fontsize=11, fontweight="bold")
     for row, (y, _) in rows.items():
-        ax.text(-0.8, y, row, ha="right", va="center", fontsize=10)
-    ax.text(-3.2, -0.75, "Synced before the evaluation instead, past B would equal B (0 behind): "
-            "the step would compare B with itself.", ha="left", va="center", fontsize=9.5)
-    key = [Patch(fc="white", ec="black", lw=1.6, label="boxed: what this phase changes (grey: unchanged)"),
-           Patch(fc="none", ec="none", label=r"$\varphi_t$: A's weights after t updates"),
-           Patch(fc="none", ec="none", label=r"$\theta_t$: B's weights (and BN stats) after t updates"),
-           Patch(fc="none", ec="none", label=r"$g_t$: step t's gradients, fixed before the sync")]
-    ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=9,
-              handlelength=1.2, frameon=False)
-    ax.set_xlim(-3.2, width * (steps - 1) + 3 * gap + 0.7)
-    ax.set_ylim(-0.95, 4.5)
+        ax.text(-0.9, y, row, ha="right", va="center", fontsize=10.5)
+    key = [Line2D([], [], ls="none", label=r"$\theta_t$: B's weights after t updates (steps count from 0)"),
+           Patch(fc="#dddddd", ec="black", lw=1.6, label="boxed: what this call changes"),
+           Line2D([], [], ls="none", marker=r"$\theta$", ms=9, color="grey", label="grey: unchanged by this call")]
+    ax.legend(handles=key, loc="lower left", bbox_to_anchor=(0.0, 0.1), ncol=3, fontsize=9, frameon=False,
+              handlelength=1.0, handletextpad=0.3, columnspacing=2.0)
+    ax.text(-3.0, -0.6, "Synced before the evaluation instead, past B would equal B: 0 steps behind, "
+            "and the step would compare B with itself.", ha="left", va="center", fontsize=10,
+            bbox={"boxstyle": "round,pad=0.4", "fc": "#fff4e5", "ec": COLORS[3]})
+    ax.set_xlim(-3.0, 9.7)
+    ax.set_ylim(-0.85, 3.55)
     ax.axis("off")
-    ax.set_title("At every evaluation past B is one update behind B; the sync comes after the gradients", fontsize=11)
+    ax.set_title("At every evaluation past B is one update behind B", fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = None,
+                     title: str | None = None) -> Any:
+    """What a target network buys in value learning with bootstrapped targets: the error of the value
+    network against the exact values at each training step, one line per run.
+
+    ``errors`` maps a run's name to its errors at steps 0, 1, 2, … (step t: after t updates, as
+    ``optimizer.iterations`` counts): one sequence, or one row per start (seed) of equal length. With
+    several starts each start is a thin line and the run's mean a thick one; the subtitle says how many
+    starts there were (or that there was one). ``syncs = (name, every)`` marks with ticks along the
+    bottom, in that run's colour, the steps ``0``, ``every``, ``2 every``, … in which the run named
+    ``name`` syncs its copy (``optimizer.iterations % every == 0``); the legend names them as that run's
+    syncs. ``title`` is the first line of the title (what to see); by default it says what is plotted.
+    The y-axis runs from 0 to just above the highest line; the legend sits below the axes.
+
+    >>> import numpy as np
+    >>> fig = snapshot_targets({"no copy": np.ones((3, 20)), "hard copy": 1 / (1 + np.arange(20))},
+    ...                        syncs=("hard copy", 10))
+    >>> [line.get_label() for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")]
+    ['no copy', 'hard copy', 'ticks: syncs of the hard copy (steps 0, 10, 20, ...)']
+    """
+    if not errors:
+        raise ValueError("errors must hold at least one run")
+    curves = {}
+    for name, given in errors.items():
+        curve = np.asarray(given, dtype=float)
+        if curve.ndim == 1:
+            curve = curve[None, :]
+        if curve.ndim != 2 or curve.size == 0:
+            raise ValueError(f"errors[{name!r}] must be a non-empty sequence, or one row per start, got shape {curve.shape}")
+        curves[name] = curve
+    if syncs is not None:
+        if syncs[0] not in curves:
+            raise ValueError(f"syncs names a run that is not in errors: {syncs[0]!r}")
+        if isinstance(syncs[1], bool) or not isinstance(syncs[1], int) or syncs[1] < 1:
+            raise ValueError(f"syncs' interval must be a positive number of steps, got {syncs[1]!r}")
+    fig, ax = new_figure(width=9.0, height=4.8)
+    steps = max(curve.shape[1] for curve in curves.values())
+    for k, (name, curve) in enumerate(curves.items()):
+        x = np.arange(curve.shape[1])
+        if curve.shape[0] > 1:
+            for row in curve:
+                ax.plot(x, row, color=COLORS[k], lw=0.8, alpha=0.45, label="_start")
+        ax.plot(x, curve.mean(axis=0), color=COLORS[k], lw=2.2, label=name)
+    if syncs is not None:
+        k = list(curves).index(syncs[0])
+        every = syncs[1]
+        ticks = np.arange(0, steps, every)
+        short = syncs[0].split(",")[0]
+        ax.plot(ticks, np.zeros_like(ticks, dtype=float), ls="none", marker="|", ms=14, mew=2, color=COLORS[k],
+                clip_on=False, label=f"ticks: syncs of the {short} (steps 0, {every}, {2 * every}, ...)")
+    starts = {curve.shape[0] for curve in curves.values()}
+    highest = max(float(curve.max()) for curve in curves.values())
+    ax.set_ylim(0, 1.05 * highest if highest > 0 else 1.0)
+    ax.set_xlim(-2, steps + 1)
+    ax.set_xlabel("training step t")
+    ax.set_ylabel("error of the values (RMS)")
+    first = title if title is not None else "How far the learned values are from the exact ones"
+    if starts != {1}:
+        count = max(starts)
+        second = f"(lower is better; {count} starts per run: thin lines, thick: their mean)"
+    else:
+        second = "(lower is better; one start per run)"
+    ax.set_title(f"{first}\n{second}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=9.5)
     fig.tight_layout()
     return fig
