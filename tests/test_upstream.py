@@ -8,14 +8,20 @@ rewrite, so the lesson is updated instead of silently becoming wrong.
 from __future__ import annotations
 
 
-def lesson(notebook: str, section: str, fact: str) -> str:
-    """The failure message: which lesson to update, and what it says."""
-    return f"upstream changed: {notebook}, section '{section}' teaches that {fact}. Update the lesson."
+def lesson(where: str, section: str, fact: str) -> str:
+    """The failure message: which lesson to update, and what it says.
+
+    ``where`` is a notebook or docs page (``section`` one of its headings, without the #s) or a
+    helper's source file (``section`` a line of it); ``test_every_lesson_names_a_section_that_exists``
+    keeps the labels true when headings change.
+    """
+    return f"upstream changed: {where}, section '{section}' teaches that {fact}. Update the lesson."
 
 
 # --------------------------------------------------------------------------- 01 queue decoupling
 
-NB01 = "01_queue_decoupling"
+NB01 = "notebooks/01_queue_decoupling.ipynb"
+DOCS01 = "docs/decoupling.md"
 
 
 def test_01_a_keras_loss_computes_in_float32_unless_given_a_dtype():
@@ -24,7 +30,7 @@ def test_01_a_keras_loss_computes_in_float32_unless_given_a_dtype():
 
     y = tf.constant([1.0, 2.0], tf.float64)
     assert keras.losses.MeanSquaredError()(y, y + 1).dtype == tf.float32, lesson(
-        NB01, "Variable-sized molecules", "a Keras loss computes in float32 unless it is given dtype='float64'")
+        NB01, "The question", "a Keras loss computes in float32 unless it is given dtype='float64'")
     assert keras.losses.MeanSquaredError(dtype="float64")(y, y + 1).dtype == tf.float64
 
 
@@ -38,8 +44,8 @@ def test_01_an_eager_fifo_queue_reports_its_size_and_ends_with_out_of_range():
     queue.close()
     held = queue.dequeue()
     fact = "an eager tf.queue.FIFOQueue dequeues once per call, reports its size, and raises OutOfRangeError when closed and empty"
-    assert int(tf.reduce_sum(held)) == 1 and int(queue.size()) == 1, lesson(NB01, "Now (TF2)", fact)
-    assert int(tf.reduce_sum(held)) == 1 and int(queue.size()) == 1, lesson(NB01, "Now (TF2)", fact)
+    assert int(tf.reduce_sum(held)) == 1 and int(queue.size()) == 1, lesson(NB01, "Then (TF1), optional: the queue advances whenever the graph reads it", fact)
+    assert int(tf.reduce_sum(held)) == 1 and int(queue.size()) == 1, lesson(NB01, "Then (TF1), optional: the queue advances whenever the graph reads it", fact)
     queue.dequeue()
     with pytest.raises(tf.errors.OutOfRangeError):
         queue.dequeue()
@@ -76,15 +82,15 @@ def test_01_dropout_is_random_and_batch_norm_updates_its_moving_mean_only_in_tra
     fact = "with training=True Dropout differs between two calls and BatchNorm moves its moving mean; " \
            "with training=False neither happens"
     assert not np.array_equal(dropout(x, training=True), dropout(x, training=True)), lesson(
-        NB01, "What a line search needs from the loss", fact)
+        DOCS01, "BatchNorm statistics", fact)
     assert np.array_equal(dropout(x, training=False), dropout(x, training=False))
     norm(x, training=False)
     start = np.array(norm.moving_mean)
     norm(x, training=False)
-    assert np.array_equal(start, np.array(norm.moving_mean)), lesson(NB01, "What a line search needs from the loss", fact)
+    assert np.array_equal(start, np.array(norm.moving_mean)), lesson(DOCS01, "BatchNorm statistics", fact)
     norm(x, training=True)
     assert not np.array_equal(start, np.array(norm.moving_mean)), lesson(
-        NB01, "What a line search needs from the loss", fact)
+        DOCS01, "BatchNorm statistics", fact)
 
 
 def test_01_keras_losses_divide_by_the_replica_count_inside_a_strategy_scope(fresh_python):
@@ -99,7 +105,7 @@ def test_01_keras_losses_divide_by_the_replica_count_inside_a_strategy_scope(fre
         print(plain, scoped)
     """)
     assert out.split() == ["4.0", "2.0"], lesson(
-        NB01 + " helpers", "decoupling.LossAndGradient (refuses a strategy scope)",
+        "src/helpers/decoupling.py", "def _refuse_strategy",
         f"inside a 2-replica strategy scope a Keras loss is divided by 2 (got {out.split()})")
 
 
@@ -150,7 +156,7 @@ def test_keras_builtin_accumulation_weights_micro_batches_equally():
     model.set_weights(start)
     full = _nb02_gradient(model, x, y)
     assert _nb02_max_diff(step, equal) < 1e-6 and _nb02_max_diff(step, full) > 1e-3, lesson(
-        NB02, "Proof", "Keras' gradient_accumulation_steps averages the micro-batches with equal weights, "
+        NB02, "What most Keras users try first", "Keras' gradient_accumulation_steps averages the micro-batches with equal weights, "
         "so micro-batches of 5, 5 and 2 examples differ from the full batch")
 
 
@@ -167,7 +173,7 @@ def test_keras_builtin_accumulation_window_counter_carries_across_epochs():
         g1, g2 = (_nb02_gradient(reference, *b) for b in (first, second))
         sgd.apply_gradients(zip([(a + b) / 2 for a, b in zip(g1, g2)], reference.trainable_variables))
     assert _nb02_max_diff(model.get_weights(), reference.get_weights()) < 1e-6, lesson(
-        NB02, "Proof", "Keras' accumulation window counter is global: the 5th micro-batch of epoch 1 "
+        NB02, "What most Keras users try first", "Keras' accumulation window counter is global: the 5th micro-batch of epoch 1 "
         "shares a window with the 1st of epoch 2")
 
 
@@ -183,7 +189,7 @@ def test_keras_activity_regularisers_divide_by_the_batch_size_from_3_14():
         layer(tf.ones([n, 1]))
         expected = 2.0 if divides else 2.0 * n
         assert np.isclose(float(layer.losses[0]), expected), lesson(
-            NB02, "Proof", f"Keras {keras.__version__} {'divides an activity regulariser by the batch size' if divides else 'sums an activity regulariser over the batch'} "
+            NB02, "The version to copy", f"Keras {keras.__version__} {'divides an activity regulariser by the batch size' if divides else 'sums an activity regulariser over the batch'} "
             "(helpers.accumulation accepts such models only where it divides, see accumulated_gradients)")
 
 
@@ -208,16 +214,17 @@ def test_keras_builtin_accumulation_fails_under_mirrored_strategy_and_losses_div
             print("loss per replica", shape, float(strategy.experimental_local_results(loss)[0]))
     """)
     assert "builtin failed: RuntimeError" in out.splitlines(), lesson(
-        NB02, "Proof (MirroredStrategy row)", "Keras' built-in gradient accumulation fails under MirroredStrategy "
+        NB02, "Proof", "Keras' built-in gradient accumulation fails under MirroredStrategy "
         "(keras-team/keras#20582); it printed: " + out.strip().splitlines()[0])
     assert "loss per replica [2, 1] 0.5" in out.splitlines() and "loss per replica [2] 1.0" in out.splitlines(), lesson(
-        NB02, "Proof (MirroredStrategy row)", "a Keras loss object divides by the replica count inside "
+        NB02, "Proof", "a Keras loss object divides by the replica count inside "
         "strategy.run unless its per-example values are one number (helpers.accumulation undoes it by this rule)")
 
 
 # --------------------------------------------------------------------------- 03 batch iteration
 
 NB03 = "notebooks/03_batch_iteration.ipynb"
+DOCS03 = "docs/batching.md"
 
 
 def _stateful_lstm(batch_shape, stateful):
@@ -244,7 +251,7 @@ def test_03_keras_fit_does_not_reset_a_stateful_rnn_between_epochs():
     data = tf.data.Dataset.from_tensors((tf.ones([2, 4, 1]), tf.zeros([2, 4, 3])))
     model.fit(data, epochs=2, shuffle=False, verbose=0, callbacks=[Spy()])
     assert seen[0] == 0.0 and seen[1] > 0, lesson(
-        NB03, "A model that needs consecutive batches",
+        NB03, "A stateful model, and where to reset it",
         "Keras' fit keeps a stateful RNN's state from one epoch to the next (the notebook resets it in a callback)")
 
 
@@ -259,7 +266,7 @@ def test_03_a_stateful_lstm_fed_consecutive_windows_reads_the_whole_rows():
     rows = np.random.default_rng(0).normal(size=(2, 9, 1)).astype("float32")
     pieces = np.concatenate([reader.predict_on_batch(rows[:, i:i + 3]) for i in (0, 3, 6)], axis=1)
     assert np.abs(pieces - whole.predict_on_batch(rows)).max() < 1e-5, lesson(
-        NB03, "A model that needs consecutive batches",
+        DOCS03, "Stateful RNNs",
         "a stateful LSTM reading consecutive windows computes what the stateless LSTM computes on the whole rows")
 
 
@@ -277,7 +284,7 @@ def test_03_a_for_loop_over_a_dataset_in_a_tf_function_runs_in_the_graph():
         return total
 
     assert int(loop(tf.data.Dataset.range(100))) == 4950 and len(python_runs) == 1, lesson(
-        NB03, "Cost", "AutoGraph turns `for x in dataset` inside a tf.function into a loop in the graph "
+        DOCS03, "Cost section and benchmark", "AutoGraph turns `for x in dataset` inside a tf.function into a loop in the graph "
         "(Python runs the body once, when tracing)")
 
 
@@ -302,13 +309,14 @@ def test_03_stream_loss_is_the_mean_of_each_batchs_own_loss():
     own = [float(np.mean((model.predict_on_batch(x[k]) - y[k]) ** 2)) for k in range(3)]
     got = batching.stream_loss(model, tf.data.Dataset.from_tensor_slices((x, y)))
     assert got == pytest.approx(float(np.mean(own)), rel=1e-5), lesson(
-        NB03, "A model that needs consecutive batches",
+        DOCS03, "Stateful RNNs",
         f"stream_loss {got:.4f} is the mean of the batches' own losses {np.round(own, 4).tolist()}")
 
 
 # --------------------------------------------------------------------------- 04 validation queues
 
 NB04 = "notebooks/04_validation_queues.ipynb"
+DOCS04 = "docs/validation.md"
 
 
 def _nb04_keras():
@@ -334,7 +342,7 @@ def test_fit_validation_freq_counts_epochs_not_steps():
     logs = model.fit(train, steps_per_epoch=2, epochs=4, validation_data=val, validation_freq=2,
                      shuffle=False, verbose=0).history
     assert len(logs["val_loss"]) == 2 and int(model.optimizer.iterations) == 8, lesson(
-        NB04, "What most Keras users try first",
+        DOCS04, "Where the proofs that left the notebook went (issue 20)",
         "fit(validation_freq=2) validates every 2 epochs (here 2 validations in 8 steps), not every 2 steps")
 
 
@@ -350,7 +358,7 @@ def test_fit_steps_per_epoch_validates_a_full_pass_and_keeps_the_training_stream
     alone.fit(train, steps_per_epoch=3, epochs=2, shuffle=False, verbose=0)
     same = all((a == b).all() for a, b in zip(model.get_weights(), alone.get_weights()))
     assert logs["val_examples"] == [10, 10] and logs["examples"] == [12, 12] and same, lesson(
-        NB04, "What most Keras users try first",
+        NB04, "Your own model: three lines",
         "fit(steps_per_epoch=K, validation_data=val_ds) reads every validation example once per epoch of K steps "
         "and does not disturb the training stream")
 
@@ -360,7 +368,7 @@ def test_keras_reads_a_third_element_as_sample_weights():
     model.compile(loss="mse")
     zero_weights = val.map(lambda x, y: (x, y, tf.zeros([tf.shape(x)[0]])))
     assert model.evaluate(zero_weights, verbose=0) == 0.0, lesson(
-        NB04, "What most Keras users try first",
+        NB04, "Your own model: three lines",
         "a third element of a batch is a sample weight to Keras, so example ids ride in dict elements instead")
 
 
@@ -374,7 +382,7 @@ def test_keras_evaluate_adds_model_losses():
     penalty = float(sum(model.losses))
     gap = model.evaluate(val, verbose=0) - plain.evaluate(val, verbose=0)
     assert penalty > 0.01 and abs(gap - penalty) < 1e-5, lesson(
-        NB04, "Proof", "model.evaluate adds model.losses (regularisers) to the loss it reports, as evaluate does")
+        NB04, "Proof: Keras' own validation agrees with your loop", "model.evaluate adds model.losses (regularisers) to the loss it reports, as evaluate does")
 
 
 def _nb04_writes_val_loss(keras):
@@ -401,7 +409,7 @@ def test_callbacks_after_see_a_steps_val_loss_and_history_and_early_stopping_do_
         history = model.fit(train, steps_per_epoch=6, epochs=2, callbacks=[_nb04_writes_val_loss(keras), spy, stop],
                             shuffle=False, verbose=0).history
     assert seen == [False, True] * 6 and list(history) == ["loss"] and stop.best is None, lesson(
-        NB04, "Inside model.fit",
+        NB04, "Inside `model.fit`: copy these three cells",
         "a callback listed after one that writes logs['val_loss'] in on_train_batch_end sees it, while History "
         "and EarlyStopping read the epoch's logs, rebuilt from the compiled metrics, without it")
 
@@ -418,7 +426,7 @@ def test_model_checkpoint_best_only_at_a_step_fails_in_the_first_epoch(tmp_path)
     except TypeError as error:  # MonitorCallback picks min or max only in on_epoch_end
         failed = str(error)
     assert failed is not None and "not callable" in failed, lesson(
-        NB04, "Inside model.fit",
+        DOCS04, "Mid-epoch val_loss and Keras's own callbacks",
         "ModelCheckpoint(save_freq=K, save_best_only=True) raises a TypeError at a save in the first epoch "
         f"(got: {failed!r}); if it saves now, the notebook can say so")
 
@@ -435,13 +443,14 @@ def test_keras_losses_divide_by_the_replicas_inside_a_strategy_scope(fresh_pytho
             print(float(loss(y, p)), float(keras.losses.MeanSquaredError(reduction="sum")(y, p)))
     """)
     assert out.split() == ["0.5", "4.0"], lesson(
-        NB04, "Now (TF2)", "Keras loss objects with a mean reduction return the batch mean divided by the number of "
+        DOCS04, "Strategies", "Keras loss objects with a mean reduction return the batch mean divided by the number of "
         "replicas inside a strategy scope; helpers.validation multiplies it back (update it, or it will be off)")
 
 
 # --------------------------------------------------------------------------- 05 network snapshots
 
-NB05 = "05_network_snapshots"
+NB05 = "notebooks/05_network_snapshots.ipynb"
+DOCS05 = "docs/snapshots.md"
 
 
 def _bn_model_05(seed: int = 0):
@@ -476,7 +485,7 @@ def test_05_use_ema_averages_the_trainable_variables_only():
     optimizer.finalize_variable_values(model.trainable_variables)
     fact = ("an optimizer's use_ema=True keeps one average per trainable variable and none for "
             "BatchNorm's moving statistics (finalize_variable_values leaves them as they are)")
-    section = "Now (TF2): What Keras offers"
+    section = "What Keras offers: `set_weights` and `use_ema`"
     assert len(averages) == len(model.trainable_variables) and statistics, lesson(NB05, section, fact)
     assert not any("moving" in v.path for v in averages), lesson(NB05, section, fact)
     assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, statistics)), lesson(NB05, section, fact)
@@ -498,7 +507,7 @@ def test_05_use_ema_is_a_soft_update_with_tau_one_minus_momentum_starting_from_a
         expected = now if expected is None else [0.8 * e + 0.2 * w for e, w in zip(expected, now)]
     averages = [v.numpy() for v in optimizer.variables if v.path.endswith("_average")]
     assert all(np.allclose(a, e, rtol=1e-5, atol=1e-6) for a, e in zip(averages, expected)), lesson(
-        NB05, "Now (TF2): What Keras offers",
+        NB05, "What Keras offers: `set_weights` and `use_ema`",
         "use_ema's average after each step is average = m * average + (1 - m) * weight, a soft update with "
         "tau = 1 - ema_momentum, and the first step copies the weights")
 
@@ -525,7 +534,7 @@ def test_05_fit_reports_what_a_custom_train_step_puts_in_a_listed_metric_and_use
     raw.compile(optimizer=keras.optimizers.SGD(0.01))
     reported = raw.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0).history["loss"][0]
     assert reported == 0.0, lesson(
-        NB05, "Now (TF2): the question's step inside fit",
+        NB05, "The question's step inside `fit`",
         "a custom train_step's raw {'loss': loss} is reported as the compiled loss tracker's 0.0, so WithPastB "
         f"returns its loss as 'step_loss' (now fit reports {reported} for 'loss')")
     model = _bn_model_05()
@@ -533,7 +542,7 @@ def test_05_fit_reports_what_a_custom_train_step_puts_in_a_listed_metric_and_use
     model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
     averages = [v for v in model.optimizer.variables if v.path.endswith("_average")]
     assert all(np.array_equal(a.numpy(), w.numpy()) for a, w in zip(averages, model.trainable_variables)), lesson(
-        NB05, "Now (TF2): What Keras offers", "fit with use_ema=True ends by writing the averages into the model")
+        NB05, "What Keras offers: `set_weights` and `use_ema`", "fit with use_ema=True ends by writing the averages into the model")
 
 
 def test_05_clone_model_does_not_copy_weights():
@@ -546,7 +555,7 @@ def test_05_clone_model_does_not_copy_weights():
     clone = keras.models.clone_model(model)
     copied = [np.array_equal(a.numpy(), b.numpy()) for a, b in zip(model.variables, clone.variables)]
     assert not all(copied) and len(clone.variables) == len(model.variables), lesson(
-        NB05, "The question (the trap) and Now (TF2)",
+        NB05, "The question",
         "keras.models.clone_model copies the architecture with fresh values, not the weights")
 
 
@@ -567,7 +576,7 @@ def test_05_set_weights_cannot_run_inside_a_tf_function():
     except Exception as error:  # noqa: BLE001 - the type is the fact
         raised = type(error).__name__
     assert raised == "NotImplementedError", lesson(
-        NB05, "Now (TF2): What Keras offers",
+        NB05, "What Keras offers: `set_weights` and `use_ema`",
         f"set_weights(get_weights()) fails inside a tf.function with NotImplementedError (now: {raised})")
 
 
@@ -583,11 +592,11 @@ def test_05_a_stateful_rnns_states_are_neither_variables_nor_weights():
     fact = ("a stateful RNN's states are in layer.states, not in model.variables nor get_weights(), so "
             "set_weights(get_weights()) leaves them behind (helpers.snapshots walks them separately)")
     assert len(states) == 2 and not states & {id(v) for v in model.variables}, lesson(
-        NB05, "Now (TF2): When check_copy prints False (snapshots.sync)", fact)
+        NB05, "Optional: a complete copy, for stateful RNNs and `adapt()`", fact)
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
     assert not np.array_equal(copy(sequence).numpy(), model(sequence).numpy()), lesson(
-        NB05, "Now (TF2): When check_copy prints False (snapshots.sync)", fact)
+        NB05, "Optional: a complete copy, for stateful RNNs and `adapt()`", fact)
 
 
 def test_05_a_default_tape_watches_a_frozen_models_variables():
@@ -599,13 +608,13 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
         out = tf.reduce_sum(model(x, training=False))
     grads = tape.gradient(out, model.variables)
     assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
-        NB05, "Now (TF2): the question's step inside fit (docs/snapshots.md)", "model.trainable = False does not stop a default GradientTape from computing "
+        NB05, "The question's step inside `fit`", "model.trainable = False does not stop a default GradientTape from computing "
         "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")
 
 
 # --------------------------------------------------------------------------- several workers (issue 23)
 # One cluster of two local workers (helpers.workers.run_workers) checks every fact at once; the
-# facts are taught in notebook 02's "Optional: several GPUs or machines" and in docs/multi-worker.md.
+# facts are taught in docs/multi-worker.md (notebook 02's "The version to copy" links to it).
 
 MULTI = "notebooks/02_gradient_accumulation.ipynb"
 MULTI_DOCS = "docs/multi-worker.md"
@@ -677,21 +686,61 @@ def test_multi_worker_fit_builtin_accumulation_sharding_sigterm_and_collective_t
 
     first, second = run_workers(_multi_worker_facts, 2, args=(str(tmp_path / "gave_up"),), timeout=600)
     assert first["fit"].startswith("ValueError: Attempt to convert a value (PerReplica"), lesson(
-        MULTI, "Optional: several GPUs or machines", "model.fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585); "
+        MULTI_DOCS, "Built-ins that fail here (tripwires in `tests/test_upstream.py`)", "model.fit fails under MultiWorkerMirroredStrategy (keras-team/keras#20585); "
         "it gave: " + first["fit"][:200])
     assert first["builtin"].startswith("RuntimeError") and "merge_call" in first["builtin"], lesson(
-        MULTI, "Optional: several GPUs or machines", "Keras' gradient_accumulation_steps fails in a custom step under "
+        MULTI_DOCS, "Built-ins that fail here (tripwires in `tests/test_upstream.py`)", "Keras' gradient_accumulation_steps fails in a custom step under "
         "MultiWorkerMirroredStrategy ('merge_call called while defining a new graph'); it gave: "
         + first["builtin"][:200])
     assert (first["shards"]["AUTO"], second["shards"]["AUTO"]) == ([[0, 1], [4, 5]], [[2, 3], [6, 7]]), lesson(
-        MULTI_DOCS, "Data", "experimental_distribute_dataset with AUTO sharding gives each worker its part of every "
+        MULTI_DOCS, "Data: what \"every worker reads all of it\" costs", "experimental_distribute_dataset with AUTO sharding gives each worker its part of every "
         f"global batch of in-memory data (got {first['shards']['AUTO']}, {second['shards']['AUTO']})")
     assert first["shards"]["OFF"] == second["shards"]["OFF"] == [[0, 1], [2, 3], [4, 5], [6, 7]], lesson(
-        MULTI_DOCS, "Data", "with AutoShardPolicy.OFF every worker reads all the data (each example twice in the "
+        MULTI_DOCS, "Data: what \"every worker reads all of it\" costs", "with AutoShardPolicy.OFF every worker reads all the data (each example twice in the "
         f"cluster; got {first['shards']['OFF']})")
     assert first["sigterm"] == second["sigterm"] == "still running", lesson(
-        MULTI_DOCS, "A worker that dies or stalls", "a worker with a MultiWorkerMirroredStrategy survives SIGTERM, "
+        MULTI_DOCS, "Two workers on this machine: `helpers.workers.run_workers`", "a worker with a MultiWorkerMirroredStrategy survives SIGTERM, "
         "so helpers.workers ends workers with SIGKILL (SIGTERM would do now)")
     assert first["stalled_peer"].startswith("DeadlineExceededError"), lesson(
-        MULTI_DOCS, "A worker that dies or stalls", "an all-reduce with CommunicationOptions(timeout_seconds=5) "
+        MULTI_DOCS, "What a collective time-out buys", "an all-reduce with CommunicationOptions(timeout_seconds=5) "
         "whose peer stalls raises DeadlineExceededError; it gave: " + first["stalled_peer"][:200])
+
+
+# --------------------------------------------------------------------------- the labels themselves
+
+def _headings(path):
+    import json
+    import re
+
+    if path.suffix == ".ipynb":
+        text = "\n".join("".join(cell["source"]) for cell in json.loads(path.read_text())["cells"]
+                         if cell["cell_type"] == "markdown")
+    else:
+        text = path.read_text()
+    return {match.group(1).strip() for match in re.finditer(r"^#+\s+(.*)$", text, re.MULTILINE)}
+
+
+def test_every_lesson_names_a_section_that_exists():
+    """Each tripwire's message names a heading (or source line) that is there today."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    tree = ast.parse(Path(__file__).read_text())
+    names = {node.targets[0].id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+             and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Constant)}
+    labels, stale = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lesson":
+            where, section = node.args[0], node.args[1]
+            where = names[where.id] if isinstance(where, ast.Name) else ast.literal_eval(where)
+            if isinstance(section, ast.Name):  # a local variable: its one assignment in the test
+                section = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                               and getattr(n.targets[0], "id", None) == section.id)
+            section = ast.literal_eval(section)
+            labels.append((where, section))
+            path = root / where
+            found = section in path.read_text() if path.suffix == ".py" else section in _headings(path)
+            if not found:
+                stale.append(f"line {node.lineno}: {where}, '{section}'")
+    assert len(labels) > 40 and not stale, "no such section:\n" + "\n".join(stale)
