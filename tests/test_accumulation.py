@@ -1214,7 +1214,8 @@ def _code_lines(source):
 
 def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_tagged_plus_step_one_names_two_of_them():
     # the notebook says: Accumulating is MinimalAccumulating plus the lines tagged "+", each with its reason; step 1
-    # (one GPU, float32) adds the two tagged "+ XLA" and "+ memory", shown as code in the markdown before the XLA cell
+    # (one GPU, float32) adds the two tagged "+ XLA" and "+ memory", shown as code in step 1's markdown, which says
+    # in words why XLA is off (15 examples counted instead of 12) and links to docs/accumulation.md's run
     import nbformat
 
     from tests.notebook_answers import ROOT
@@ -1238,6 +1239,10 @@ def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_tagged_plus_s
     shown = {line.partition("  #")[0].strip() for line in
              step_one_md[0].split("```python")[1].split("```")[0].strip().splitlines()}
     assert shown == step_one, shown
+    anchor = "xla-counts-a-short-micro-batch-as-full"
+    assert "15" in step_one_md[0] and f"../docs/accumulation.md#{anchor}" in step_one_md[0], step_one_md[0]
+    docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
+    assert "\n## XLA counts a short micro-batch as full\n" in docs
 
 
 def test_notebook_minimal_train_step_without_tf_function_fails_in_fit():
@@ -1477,7 +1482,8 @@ def test_keras_clips_each_replicas_gradient_under_mirrored_strategy(fresh_python
     assert out.split()[-4:] == ["clipped", "per", "replica", "True"], out
 
 
-# The notebook's "On a GPU: XLA" paragraph, its saving lines, and one micro-batch in memory at a time.
+# Why Accumulating sets supports_jit = False (the notebook's step 1, one line; the run in docs/accumulation.md,
+# "XLA counts a short micro-batch as full"), its saving lines, and one micro-batch in memory at a time.
 # Keras never uses XLA under op determinism (model_supports_jit), which the notebook's setup turns on; these tests
 # run without it, so that jit_compile=True really compiles with XLA (the tests check that it did).
 @pytest.fixture
@@ -1510,7 +1516,7 @@ def _fit_history(model, x, y, jit_compile, batch_size=256):
 
 
 def test_xla_gives_a_short_last_micro_batch_the_full_micro_size_rows(no_op_determinism):
-    # why Accumulating turns XLA off (the notebook's "On a GPU: XLA"): train_step's slicing, with and without XLA
+    # why Accumulating turns XLA off (the notebook's step 1): train_step's slicing, with and without XLA
     def rows_of_last(x):
         rows = 0
         for i in tf.range(0, tf.shape(x)[0], 64):
@@ -1523,7 +1529,7 @@ def test_xla_gives_a_short_last_micro_batch_the_full_micro_size_rows(no_op_deter
 
 
 def test_xla_pads_a_short_last_micro_batch_with_zeros_rather_than_shifting_it():
-    # the notebook's XLA cell: rows 64..99 of 100, 64 at a time in a tf.range loop; under XLA the last slice keeps its
+    # docs/accumulation.md's XLA section: rows 64..99 of 100, 64 at a time in a tf.range loop; under XLA the last slice keeps its
     # 36 rows and reads 0 past them (padding, not an overlapping slice that starts at 36): a sum is right, a mean /64
     def last(rows):
         seen = tf.zeros([5])
@@ -1542,8 +1548,8 @@ def test_xla_pads_a_short_last_micro_batch_with_zeros_rather_than_shifting_it():
 
 
 def test_notebook_minimal_train_step_under_xla_counts_the_last_micro_batch_as_full():
-    # the notebook's XLA cell: MinimalAccumulating's step on 12 examples in micro-batches of 5, 5, 2, compiled with
-    # tf.function(jit_compile=True) as fit does on a GPU. The last micro-batch counts as 5 rows: History's loss is
+    # docs/accumulation.md's XLA run (in the notebook in rounds 12-13): MinimalAccumulating's step on 12 examples in
+    # micro-batches of 5, 5, 2, compiled with tf.function(jit_compile=True) as fit does on a GPU. The last micro-batch counts as 5 rows: History's loss is
     # divided by 15 instead of 12; the data's gradient survives (its mean and its weight n_k/N miscount alike), but a
     # penalty added to every micro-batch's loss enters the update 15/12 times (SGD: an extra 0.1 * 3/12 * dP/dw)
     Minimal = _notebook_accumulating_model("MinimalAccumulating")
@@ -1651,6 +1657,60 @@ def test_notebook_accumulating_saves_and_reloads_with_custom_objects(tmp_path):
     with pytest.raises(TypeError, match="Accumulating"):
         keras.models.load_model(tmp_path / "model.keras")  # without the class
 
+
+def _notebook_tf_data_loop():
+    """The notebook's loop over micro-batches from tf.data ("When the inputs alone do not fit"): its lines after
+    ``micro_batches = ...`` and before the reference ``fit``, to run on the ``micro_batches`` a test supplies."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = [c.source for c in nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
+             if c.cell_type == "code" and "micro_batches = tf.data" in c.source]
+    assert len(cells) == 1, len(cells)
+    lines = cells[0].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("micro_batches = "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("large_batches = "))
+    return "\n".join(lines[start + 1:end])
+
+
+def test_notebook_tf_data_loop_equals_fit_and_the_helper_on_a_filtered_pipeline_with_a_penalty():
+    # the notebook's loop for inputs that do not fit: micro-batches from tf.data, N counted as they arrive, one update
+    # per 4 micro-batches, the epoch's last one smaller. Here on a filtered pipeline (unknown length: no len()), a model
+    # with an L2 penalty (model.losses) and micro-batches of 5 from 93 examples: updates of 20, 20, 20, 20 and 13, the
+    # weights of eager fit on batches of 20 and of train_accumulated. Control: without "+ sum(model.losses)", others
+    x, y = _data(100, seed=4)
+    keep = np.ones(100, bool)
+    keep[[3, 50, 51, 70, 71, 72, 99]] = False  # 93 examples left
+
+    def make_model():
+        return _model(kernel_regularizer=keras.regularizers.L2(0.05))
+
+    kept = tf.data.Dataset.from_tensor_slices((x, y, keep)).filter(lambda a, b, k: k)
+    micro_batches = kept.map(lambda a, b, k: (a, b)).batch(5)
+    assert int(micro_batches.cardinality()) == int(tf.data.UNKNOWN_CARDINALITY)
+    loop = _notebook_tf_data_loop()
+
+    def run(source):
+        scope = {"tf": tf, "keras": keras, "np": np, "mse": MSE, "make_model": make_model,
+                 "micro_batches": micro_batches}
+        exec(compile(source, f"<{NB}:tf.data loop>", "exec"), scope)  # noqa: S102
+        return scope["model"], scope["optimizer"]
+
+    model, optimizer = run(loop)
+    reference = make_model()
+    reference.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, run_eagerly=True)
+    reference.fit(x[keep], y[keep], batch_size=20, epochs=1, shuffle=False, verbose=0)
+    helped = make_model()
+    history = acc.train_accumulated(helped, keras.optimizers.SGD(0.1), MSE, micro_batches, accumulation_steps=4,
+                                    verbose=False)
+    assert int(optimizer.iterations) == int(reference.optimizer.iterations) == 5
+    assert history["examples"] == [20, 20, 20, 20, 13]
+    assert _max_diff(model.get_weights(), reference.get_weights()) < 1e-6
+    assert _max_diff(model.get_weights(), helped.get_weights()) < 1e-6
+    assert " + sum(model.losses)" in loop
+    without_penalty, _ = run(loop.replace(" + sum(model.losses)", ""))
+    assert _max_diff(without_penalty.get_weights(), reference.get_weights()) > 1e-4
 
 def test_notebook_train_step_runs_one_micro_batch_at_a_time():
     # parallel_iterations=1: the while loop of train_step may not start micro-batch k + 1 before k is done
