@@ -709,6 +709,13 @@ def notebook_function(name, *needs):
     return scope[name]
 
 
+def notebook_series_dataset():
+    """series_dataset(x, y, batch_size, num_steps) as the tests called it until round 15: the notebook's one
+    builder, stateful_dataset, given its own targets y (then y is not x one step later)."""
+    build = notebook_function("stateful_dataset")
+    return lambda x, y, batch_size, num_steps: build(x, batch_size, num_steps, y=y)
+
+
 # the notebook's functions StatefulResets calls, defined in the cell before it
 _STATEFUL_HELPERS = ("stateful_layers", "reset_stateful_layers", "state_variables")
 
@@ -716,7 +723,7 @@ _STATEFUL_HELPERS = ("stateful_layers", "reset_stateful_layers", "state_variable
 @pytest.mark.parametrize("n_tokens, batch_size, num_steps", [
     (70, 4, 5), (1906, 8, 10), (97, 3, 7), (1000, 13, 11), (31, 1, 29), (64, 8, 1), (12, 2, 5)])
 def test_the_notebooks_ptb_dataset_equals_the_helper_across_wrap_arounds(n_tokens, batch_size, num_steps):
-    ptb_dataset = notebook_function("ptb_dataset")
+    ptb_dataset = notebook_function("stateful_dataset")
     ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens)
     epoch = batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size
     count = 2 * epoch + 3
@@ -737,7 +744,7 @@ def test_the_notebooks_ptb_dataset_equals_the_helper_across_wrap_arounds(n_token
 def test_the_notebooks_ptb_dataset_equals_the_tf1_producer_across_wrap_arounds(n_tokens, batch_size, num_steps):
     # The streams the notebook's TF1 cell compared before issue 20's third round (it keeps the toy and the fables):
     # sizes that do not divide evenly, two wrap-arounds and three batches more, the TF1 producer run in its graph.
-    ptb_dataset = notebook_function("ptb_dataset")
+    ptb_dataset = notebook_function("stateful_dataset")
     ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens)
     count = 2 * batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size + 3
     v1 = tf1.ptb_batches(ids, batch_size, num_steps, num_batches=count)
@@ -897,8 +904,8 @@ def test_validation_in_the_middle_of_a_pass_keeps_the_training_state_only_when_t
 
 
 def test_the_notebooks_ptb_dataset_refuses_data_too_short_for_one_batch():
-    ptb_dataset = notebook_function("ptb_dataset")
-    with pytest.raises(ValueError, match="ids: 11 tokens are too few"):
+    ptb_dataset = notebook_function("stateful_dataset")
+    with pytest.raises(ValueError, match="x: 11 steps are too few"):
         ptb_dataset(np.arange(11), 2, 5)
 
 
@@ -1043,7 +1050,7 @@ def test_the_notebooks_series_dataset_cuts_x_and_its_own_y_into_rows_that_contin
                                                                                     num_steps):
     # The notebook's series_dataset: ptb_dataset's layout for x [N, features] with its own targets y [N, 1] (not x
     # shifted). Each feature of step t holds t (times 1, 2, ...) and y holds -t, so a value says where it sits.
-    series_dataset = notebook_function("series_dataset")
+    series_dataset = notebook_series_dataset()
     t = np.arange(n, dtype="float32")
     x = t[:, None] * np.arange(1, features + 1, dtype="float32")
     y = -t[:, None]
@@ -1147,8 +1154,8 @@ def test_the_notebooks_builders_return_the_batches_in_one_pass_and_no_cell_count
     # hand, one line per builder, with two formulas a learner could mix up (a reader, round 14: resets would land in
     # the wrong places silently). Since round 14 the builders return (dataset, windows_per_row): the code that cuts
     # the rows counts them, repeated or not, and every top-level windows_per_row comes from a builder call.
-    ptb_dataset = notebook_function("ptb_dataset")
-    series_dataset = notebook_function("series_dataset")
+    ptb_dataset = notebook_function("stateful_dataset")
+    series_dataset = notebook_series_dataset()
     map_dataset = notebook_function("map_dataset")
     for n, batch_size, num_steps in [(70, 4, 5), (1000, 8, 10), (97, 3, 7), (31, 1, 29), (3200, 8, 10), (60, 4, 5)]:
         ids = np.arange(n)
@@ -1165,7 +1172,7 @@ def test_the_notebooks_builders_return_the_batches_in_one_pass_and_no_cell_count
     _, cells = _notebook_code_lines("")
     top_level = [line.split("#")[0].strip() for cell in cells for line in cell.splitlines() if line[:1].strip()]
     counted = [line for line in top_level if re.match(r"[\w, ]*windows_per_row\s*=", line)]
-    assert counted and all(re.search(r"= (ptb|series|map)_dataset\(", line) for line in counted), counted
+    assert counted and all(re.search(r"= (stateful|map)_dataset\(", line) for line in counted), counted
     assert not any("StatefulResets(len(" in cell or "ForgetsTrainingState(len(" in cell for cell in cells)
 
 
@@ -1173,8 +1180,8 @@ def test_the_notebooks_rows_follow_is_true_for_the_builders_and_false_when_the_r
     # The recipe ends with rows_follow(train, x): row s of the batches, read in order, is the s-th stretch of x.
     # True for both builders on several layouts (text and a series with features); False for the obvious cut, for
     # shuffled batches, and for rows in another order.
-    ptb_dataset = notebook_function("ptb_dataset")
-    series_dataset = notebook_function("series_dataset")
+    ptb_dataset = notebook_function("stateful_dataset")
+    series_dataset = notebook_series_dataset()
     rows_follow = notebook_function("rows_follow")
     for n, batch_size, num_steps in [(70, 4, 5), (97, 3, 7), (1000, 8, 10), (31, 1, 29)]:
         ids = np.random.default_rng(n).integers(0, 50, size=n)
@@ -1196,7 +1203,7 @@ def test_the_notebooks_callback_on_a_repeated_dataset_with_steps_per_epoch_reset
     # StatefulResets(windows_per_row), windows_per_row from the notebook's ptb_dataset. The state is zero exactly before the
     # batches that start a row again (read from the data: x[:, 0] is each row's first token), and between any other
     # two batches nothing changes it, validation included (here after every K batches, mid-pass when K < 3).
-    ptb_dataset = notebook_function("ptb_dataset")
+    ptb_dataset = notebook_function("stateful_dataset")
     StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     state_variables = notebook_function("state_variables", "stateful_layers")
     repeated, windows_per_row = ptb_dataset(np.arange(70), 4, 5, repeat=True)  # the count from the builder
@@ -1280,7 +1287,7 @@ def test_the_docs_gradienttape_loop_validates_mid_pass_without_changing_training
     # same loop without validation (training goes on from its own state); without the restore, they differ.
     code = _docs_block("## A GradientTape loop")
     assert "if k % 20 == 19:" in code and "state.assign(value)" in code
-    series_dataset = notebook_function("series_dataset")
+    series_dataset = notebook_series_dataset()
     room_model = notebook_function("room_model")
     features, temperature = batching.room_series(400)
     needs = {"np": np, "tf": tf, "keras": keras, "room_model": room_model, "BATCH_SIZE": 2, "NUM_STEPS": 5,
@@ -1360,13 +1367,13 @@ def test_the_notebooks_stateful_resets_refuses_steps_per_execution_before_traini
 
 
 def _room_recipe_scope():
-    """The notebook's series_dataset and its recipe cell, run on the room series with 8 rows of 40 minutes
+    """The notebook's stateful_dataset and its recipe cell, run on the room series with 8 rows of 40 minutes
     (10 batches per pass, so the test is quick); returns the cell's names."""
     scope = {"np": np, "tf": tf, "keras": keras, "BATCH_SIZE": 8, "NUM_STEPS": 40,
              "StatefulResets": notebook_function("StatefulResets", *_STATEFUL_HELPERS),
              "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers"),
              "state_variables": notebook_function("state_variables", "stateful_layers"),
-             "series_dataset": notebook_function("series_dataset"), "rows_follow": notebook_function("rows_follow")}
+             "stateful_dataset": notebook_function("stateful_dataset"), "rows_follow": notebook_function("rows_follow")}
     scope["features"], scope["temperature"] = batching.room_series()
     exec(compile(_notebook_cell("def room_model("), "recipe", "exec"), scope)  # noqa: S102 - our own notebook
     assert scope["windows_per_row"] == 10 and len(scope["room_history"].history["val_loss"]) == 3
