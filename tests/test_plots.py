@@ -415,15 +415,15 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert [t.get_text() for t in once.texts].count("empty: nothing left to read") == 2
     red = matplotlib.colors.to_rgba(plots.COLORS[1])
     twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
-    assert twice == [(0 - 0.5, 0 - 0.5), (3 - 0.5, 0 - 0.5),  # both reads of id 0 in pass 1
-                     (0 - 0.5, 1 - 0.5), (3 - 0.5, 1 - 0.5)]  # both reads of id 1 in pass 2
+    assert twice == [(3 - 0.5, 0 - 0.5),   # the second read of id 0 in pass 1, not its first
+                     (3 - 0.5, 1 - 0.5)]   # the second read of id 1 in pass 2
     assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
     legend = cycling.get_legend()  # red's meaning inside the panel that shows red
     assert legend is not None and once.get_legend() is None
     assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...",
-                                                          "read twice in one pass"]
+                                                          "read again in one pass"]
     assert plots.validation_passes(_PANELS[1:]).axes[0].get_legend() is not None  # no red: the first panel
 
 

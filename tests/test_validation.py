@@ -869,9 +869,9 @@ def notebook_markdown() -> str:
 
 
 def make_steps_with_the_optional_lines():
-    """The notebook's ``make_steps`` with what its 'Optional, for speed' sentence adds:
-    ``input_signature=train_ds.element_spec`` in both ``@tf.function`` and
-    ``optimizer.build(model.trainable_variables)`` before the first step."""
+    """The notebook's ``make_steps`` with what docs/validation.md's 'Tracing once (optional)' adds (the
+    notebook's 'Optional, for speed' sentence links there): ``input_signature=train_ds.element_spec``
+    in both ``@tf.function`` and ``optimizer.build(model.trainable_variables)`` before the first step."""
     import ast
 
     import nbformat
@@ -879,8 +879,9 @@ def make_steps_with_the_optional_lines():
     from tests.notebook_answers import ROOT
 
     said = " ".join(notebook_markdown().split())
-    assert "`input_signature=train_ds.element_spec` in both `@tf.function`s" in said
-    assert "`optimizer.build(model.trainable_variables)` before the first step" in said
+    assert "`input_signature`" in said and "docs/validation.md#tracing-once-optional" in said
+    shown = docs_block("Tracing once (optional)")  # the two changes, as the docs show them
+    assert "@tf.function(input_signature=spec)" in shown and "optimizer.build(model.trainable_variables)" in shown
     cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
     (source,) = [ast.get_source_segment(cell.source, node) for cell in cells if cell.cell_type == "code"
                  and "%pip" not in cell.source for node in ast.parse(cell.source).body
@@ -1439,6 +1440,44 @@ def test_the_notebooks_callbacks_take_logs_as_a_dict_or_none():
         assert len(callback.curve) == 3
 
 
+def guarded(name: str):
+    """The notebook's copy (its three cells, run alone) with the ``on_train_begin`` that
+    docs/validation.md's 'Two guards for the copy' says to put in ``ValidateEvery`` (``KeepBest``
+    inherits it); the notebook links there."""
+    import textwrap
+
+    assert "docs/validation.md#two-guards-for-the-copy" in notebook_markdown()
+    scope: dict = {"tf": tf, "keras": keras}
+    for source in copy_cells():
+        exec(compile(source, f"{NOTEBOOK}:copy", "exec"), scope)  # noqa: S102 - our own notebook
+    exec(compile(textwrap.dedent(docs_block("Two guards for the copy")), "docs:guards", "exec"), scope)  # noqa: S102
+    scope["ValidateEvery"].on_train_begin = scope.pop("on_train_begin")  # fresh classes: nothing else patched
+    return scope[name]
+
+
+def test_the_notebooks_short_copy_misses_passes_and_validates_twice_without_the_guards():
+    """What docs/validation.md's 'Two guards for the copy' says the notebook's short copy does."""
+    model = compiled(make_model(), steps_per_execution=2)
+    plain = notebook_function("ValidateEvery")(val_ds(), 3, MSE)
+    _fit([plain], model)
+    assert [step for step, _ in plain.curve] == [0, 6, 12]  # fit called back after steps 2, 4, ...: 3 and 9 missed
+    model = compiled(make_model())
+    plain = notebook_function("ValidateEvery")(val_ds(), 3, MSE)
+    for steps in (3, 3, 4, 2):
+        _fit([plain], model, steps_per_epoch=steps)
+    assert [step for step, _ in plain.curve] == [0, 3, 3, 6, 6, 9, 10, 12]  # a pass again where each fit starts
+    text = " ".join(docs_block_section("Two guards for the copy").split())
+    assert "passes at steps 0, 6 and 12 only" in text and "passes at 0, 3, 3, 6, 6, 9, 10, 12" in text
+
+
+def docs_block_section(heading: str) -> str:
+    """The text of ``### heading`` in docs/validation.md, up to the next ``###``."""
+    from tests.notebook_answers import ROOT
+
+    text = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    return text.split(f"\n### {heading}\n", 1)[1].split("\n### ", 1)[0]
+
+
 @pytest.mark.parametrize("name", ["ValidateEvery", "KeepBest"])
 @pytest.mark.parametrize("steps_per_execution", [2, 3])
 def test_the_notebooks_callbacks_refuse_steps_per_execution_before_training(name, steps_per_execution):
@@ -1450,18 +1489,18 @@ def test_the_notebooks_callbacks_refuse_steps_per_execution_before_training(name
     assert called_at == list(range(steps_per_execution, 13, steps_per_execution))
     model = compiled(make_model(), steps_per_execution=steps_per_execution)
     before = snapshot(model)
-    ours = notebook_function(name)(val_ds(), 3, MSE)
+    ours = guarded(name)(val_ds(), 3, MSE)
     with pytest.raises(ValueError, match=r"needs compile\(steps_per_execution=1\)"):
         _fit([ours], model)
     assert ours.curve == [] and int(model.optimizer.iterations) == 0 and same(snapshot(model), before)
     one = compiled(make_model(), steps_per_execution=1)  # the default is accepted
-    _fit([notebook_function(name)(val_ds(), 3, MSE)], one)
+    _fit([guarded(name)(val_ds(), 3, MSE)], one)
 
 
 @pytest.mark.parametrize("name", ["ValidateEvery", "KeepBest"])
 def test_the_notebooks_callbacks_do_not_validate_twice_at_the_same_step_when_fit_is_called_again(name):
     curves = []
-    for make in (notebook_function(name), V.ValidateEvery):
+    for make in (guarded(name), V.ValidateEvery):
         model = compiled(make_model())
         callback = make(val_ds(), 3, MSE, patience=1) if name == "KeepBest" else make(val_ds(), 3, MSE)
         for steps in (3, 3, 4, 2):  # fit again at step 3 (a pass ran there), 6 (likewise), 10 (none ran)

@@ -46,7 +46,8 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
     for step, loss in curve:
-        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(0, 9), ha="center",
+        above = 14 if step == best_step else 9  # clear of the star
+        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(0, above), ha="center",
                     fontsize=8.5, color="0.25")
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
@@ -206,8 +207,8 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     which training batch each step trains on, one line per pair (the first solid, the others
     dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
-    each pass read, in order, one cell per example, its batch shown by alternating fills; every read
-    of an id read more than once in the same pass is filled red; "empty" marks a pass that read
+    each pass read, in order, one cell per example, its batch shown by alternating fills; a read of an
+    id that the same pass already read is filled red (the first read is not); "empty" marks a pass that read
     nothing. Each panel is as wide as its longest pass, with no x axis (the cells carry the ids);
     the first panel with a red cell (else the first panel) holds the legend of the fills, in a spare
     row under the passes.
@@ -265,7 +266,7 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             col = 0
             for batch_number, batch in enumerate(one):
                 for value in batch:
-                    twice = ids.count(value) > 1  # read twice in this pass: both reads red
+                    twice = value in ids[:col]  # read before in this pass: this read red, not the first
                     any_red += [column] if twice else []
                     ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
                                                facecolor=red_fill if twice else fills[batch_number % 2],
@@ -283,7 +284,7 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             ax.spines[side].set_visible(False)
     legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
               Patch(facecolor=fills[1], label="batch 2, 4, ..."),
-              Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read twice in one pass")]
+              Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read again in one pass")]
     bottom_axes[any_red[0] if any_red else 0].legend(handles=legend, loc="lower center", ncol=3, fontsize=8.5,
                                                       handlelength=1.2, columnspacing=1.0, borderaxespad=0.1)
     if panels_title:
