@@ -1714,8 +1714,8 @@ def _notebook_source_of(name):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_without_momentum_the_run_without_a_copy_settles_too(nb, seed):
-    # The notebook's Picture: "Both runs use SGD with momentum; with plain SGD the run without a copy settles too"
-    # (docs/snapshots.md, round 16). The same value_errors with SGD(0.02) and no momentum: the run without a copy
+    # docs/snapshots.md (round 16; in the notebook's Picture until round 18): "Both runs use SGD with momentum;
+    # with plain SGD the run without a copy settles too". The same value_errors with SGD(0.02) and no momentum: the run without a copy
     # never climbs back (largest rise < 0.05; seen 0.00) and ends no higher than the target network's (seen 0.93
     # vs 1.08, mean of 3 starts after 200 steps).
     value_errors = _value_errors_with(nb, "keras.optimizers.SGD(0.02)")

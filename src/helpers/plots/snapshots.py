@@ -73,9 +73,9 @@ def snapshot_step_order() -> Any:
     B. (``tape.gradient``, between the evaluation and the sync, changes neither row, so it has no
     column.) Each column shows which weights a row holds after that call (θ_t: B's weights after t
     updates, so step t starts from θ_t); past B holds θ_{t−1} at the evaluation, θ_0 in step 0 (the copy
-    starts equal to B). Under the sync, a note says exactly what past B holds then: B's weights at the
-    start of step t, and BatchNorm's moving statistics as this step's forward pass (B with
-    ``training=True``) left them. What a call changes is boxed, the rest grey; the legend says both. A
+    starts equal, as there is no earlier B). Under the sync, a note says exactly what past B holds then:
+    B's weights at the start of step t, and BatchNorm's moving statistics as this step's forward pass (B
+    with ``training=True``) left them. What a call changes is boxed, the rest grey; the legend says both. A
     boxed note says why the sync must not come before the evaluation.
 
     >>> fig = snapshot_step_order()
@@ -103,7 +103,7 @@ def snapshot_step_order() -> Any:
             ax.text(x, y, theta[version], ha="center", va="center", fontsize=13,
                     color="black" if row == changed else "grey")
     ax.annotate("", xy=(3.0, 1.13), xytext=(3.0, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
-    ax.text(0.0, 0.5, "in step 0: $\\theta_0$\n(the copy starts equal to B)", ha="center", va="center",
+    ax.text(0.0, 0.5, "in step 0: $\\theta_0$\n(the copy starts equal:\nthere is no earlier B)", ha="center", va="center",
             fontsize=8.5, color="#555555", linespacing=1.25)
     ax.text(3.0, 0.37, "exactly: B's weights at the start of step t,\nand BatchNorm's statistics after this step's\n"
             "forward pass (B ran with training=True)", ha="center", va="center", fontsize=8.5, color="#333333",
@@ -120,8 +120,8 @@ def snapshot_step_order() -> Any:
            Line2D([], [], ls="none", marker=r"$\theta$", ms=9, color="grey", label="grey: unchanged by this call")]
     ax.legend(handles=key, loc="lower left", bbox_to_anchor=(0.0, 0.1), ncol=3, fontsize=9, frameon=False,
               handlelength=1.0, handletextpad=0.3, columnspacing=2.0)
-    ax.text(-3.0, -0.6, "Synced before the evaluation instead, past B would equal B: 0 steps behind, "
-            "and the step would compare B with itself.", ha="left", va="center", fontsize=10,
+    ax.text(-3.0, -0.6, "Synced before the evaluation instead, past B would equal B in every step "
+            "(0 steps behind), not only in step 0.", ha="left", va="center", fontsize=10,
             bbox={"boxstyle": "round,pad=0.4", "fc": "#fff4e5", "ec": COLORS[3]})
     ax.set_xlim(-3.0, 9.7)
     ax.set_ylim(-0.85, 3.55)
@@ -186,7 +186,7 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
     ax.set_ylim(0, 1.05 * highest if highest > 0 else 1.0)
     ax.set_xlim(-2, steps + 1)
     ax.set_xlabel("training step t")
-    ax.set_ylabel("error of the values (RMS)")
+    ax.set_ylabel("RMS error against the exact values")
     first = title if title is not None else "How far the learned values are from the exact ones"
     if starts != {1}:
         count = max(starts)
