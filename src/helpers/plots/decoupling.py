@@ -142,8 +142,9 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     ax.set_xticks(range(1, max(len(values), len(seen)) + 1))  # one tick per evaluation (column)
     ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 4)
     ax.set_xlabel("evaluation (one call of fun); in each column the held run sits left, the next() run right")
-    ax.set_ylabel("loss on that batch (log)")
-    ax.set_title("The loss each evaluation returned: the held run keeps falling, the leaky run stops early",
+    ax.set_ylabel("loss on the batch it read (log)")
+    ax.set_title("The loss each evaluation returned: the held run keeps falling, the leaky run stops early\n"
+                 "each red point is on another batch, so red losses do not compare (nor with blue)",
                  fontsize=11)
     fig.tight_layout()
     return fig
