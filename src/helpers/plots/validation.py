@@ -14,7 +14,7 @@ __all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation
 def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
                     title: str | None = None) -> Any:
     """What a keep-the-best callback saw: the validation loss of each pass ``(step, loss)``, joined
-    by a line, each point labelled with its value; the best pass (at ``best_step``) a large green
+    by a line, each point labelled with its value (below it at a dip); the best pass (at ``best_step``) a large green
     star; with ``patience``, when the last pass is at least ``patience`` passes after the best, the
     passes after the best are open red circles and a dashed line at the last pass says where ``fit``
     stopped. Log y axis with plain tick labels. Returns the Figure.
@@ -36,7 +36,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     best = steps.index(best_step)
     after = list(range(best + 1, len(curve)))
     stopped = patience is not None and len(after) >= patience
-    fig, ax = new_figure(width=8.0, height=3.8)
+    fig, ax = new_figure(width=9.0, height=3.8)
     ax.plot(steps, losses, marker="o", ms=6, color=COLORS[0], lw=1.6, zorder=2, label="validation loss of each pass")
     ax.plot([best_step], [losses[best]], ls="none", marker="*", ms=20, color=COLORS[2], mec="white", mew=0.8,
             zorder=4, label="the best pass: its weights are kept")
@@ -45,10 +45,13 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
                 mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
-    for step, loss in curve:
-        above = 14 if step == best_step else 9  # clear of the star
-        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(0, above), ha="center",
-                    fontsize=8.5, color="0.25")
+    for i, (step, loss) in enumerate(curve):
+        gap = 14 if step == best_step else 9  # clear of the star
+        neighbours = losses[max(i - 1, 0):i] + losses[i + 1:i + 2]
+        valley = bool(neighbours) and loss < min(neighbours)  # a dip: its label below, off the line
+        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(0, -gap if valley else gap),
+                    ha="center", va="top" if valley else "bottom", fontsize=8, color="0.25", zorder=5,
+                    bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
