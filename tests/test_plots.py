@@ -196,7 +196,7 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert len(outlines) == 11  # one per update
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["an update equal to one of fit's",
                                                                    "an update fit never makes",
-                                                                   "4 examples weighted 1/4, as much as 8"]
+                                                                   "4 examples count 1/4, as much as 8"]
     assert ax.get_yticklabels()[1].get_text() == "Accumulating(micro_size=8)\non fit's batches of 32"
     # every label inside its box: the small box's "4/12" too
     fig.canvas.draw()

@@ -141,6 +141,30 @@ def _nb02_max_diff(a, b):
     return max(float(np.max(np.abs(np.asarray(u) - np.asarray(v)))) for u, v in zip(a, b))
 
 
+def test_keras_fit_runs_train_step_with_autograph_off():
+    # notebook 02: "fit runs train_step with AutoGraph off", linked to the line of Keras' source that marks fit's step
+    # function do_not_convert (calls from it are not converted); the class's own @tf.function converts its loop
+    import inspect
+    import json
+    import re
+    from pathlib import Path
+
+    import keras
+    from keras.src.backend.tensorflow import trainer
+
+    lines = inspect.getsource(trainer).splitlines()
+    marked = [i + 1 for i, line in enumerate(lines[:-1]) if "do_not_convert" in line
+              and lines[i + 1].strip().startswith("def one_step_on_data(")]
+    assert marked, lesson(NB02, "Keep `fit`: the loop inside `train_step`",
+                          "Keras marks fit's one_step_on_data with tf.autograph.experimental.do_not_convert")
+    cells = json.loads((Path(__file__).resolve().parents[1] / NB02).read_text())["cells"]
+    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    version, line = re.search(r"keras/blob/v([\d.]+)/keras/src/backend/tensorflow/trainer\.py#L(\d+)", text).groups()
+    if version == keras.__version__:  # the link points at the marked line of the Keras it names
+        assert int(line) in marked, lesson(NB02, "Keep `fit`: the loop inside `train_step`",
+                                           f"the do_not_convert line is line {marked} of trainer.py, not {line}")
+
+
 def test_keras_builtin_accumulation_weights_micro_batches_equally():
     import keras
 

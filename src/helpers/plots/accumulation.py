@@ -104,13 +104,13 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     make a large batch; ``epochs`` passes. Three rows share one axis of examples read: the large
     batches (``fit(batch_size=steps * sizes[0])``, one box per batch, labelled with its examples), the
     size-weighted loop (notebook 02's ``Accumulating``: each large batch split into its micro-batches,
-    each labelled with its weight ``n / batch``) and Keras' ``gradient_accumulation_steps`` (one global counter; every
-    micro-batch weighted ``1 / steps``; a last window that never fills stays unapplied, hatched). An
-    outline groups the micro-batches of one update, a "+" between two of its boxes says that their weighted
-    gradients are added, a triangle marks where the sum is applied, a dashed line each new epoch (a second
+    each labelled with the fraction ``n / batch`` its gradient is multiplied by) and Keras' ``gradient_accumulation_steps`` (one global counter; every
+    micro-batch multiplied by ``1 / steps``; a last window that never fills stays unapplied, hatched). An
+    outline groups the micro-batches of one update, a "+" on the left edge of a box adds that box's gradient
+    (times its fraction) to the update's sum, a triangle marks where the sum is applied, a dashed line each new epoch (a second
     legend, under the colours' one, names the "+" and the triangle). Colour says whether an update equals one of fit's large batches (blue) or not
-    (vermillion), in every row alike; a micro-batch weighted above its share of its update's examples
-    (the trap: 4 examples weighted 1/4, as much as 8) is filled solid vermillion.
+    (vermillion), in every row alike; a micro-batch counted above its share of its update's examples
+    (the trap: 4 examples count 1/4, as much as 8) is filled solid vermillion.
 
     >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
     >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
@@ -157,7 +157,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             first = start
             for size in window:
                 heavy = rule == "equal" and Fraction(1, len(window)) > Fraction(size, sum(window))
-                over = over or (f"{size} examples weighted {Fraction(1, len(window))}, as much as "
+                over = over or (f"{size} examples count {Fraction(1, len(window))}, as much as "
                                 f"{max(window)}" if heavy else "")
                 ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=_NOT_FIT if heavy else color,
                                            alpha=0.85 if heavy else 0.3, edgecolor="grey", linewidth=0.6))
@@ -186,7 +186,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
     ax.set_ylim(-len(rows) + 0.25, 1.15)
     ax.set_xlabel("examples read (a box is as wide as its micro-batch)", fontsize=11)
-    ax.set_title("Each update adds up its micro-batches' gradients × the weights shown", fontsize=13)
+    ax.set_title("One outline is one update: each box's gradient × the fraction written in it, added up",
+                 fontsize=13)
     keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
             for color, label in [(_SAME_AS_FIT, "an update equal to one of fit's"),
                                  (_NOT_FIT, "an update fit never makes")]]
@@ -194,9 +195,9 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
         keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
                           label=over))
     marks = [Line2D([], [], linestyle="none", marker=r"$\oplus$", markersize=13, color="black",
-                    label="gradients added, each × its weight"),
+                    label="adds the gradient of the box to its right (× its fraction) to the sum"),
              Line2D([], [], linestyle="none", marker="v", markersize=9, color="grey", markeredgecolor="black",
-                    label="their sum applied: one update")]
+                    label="the sum applied: one update")]
     ax.add_artist(ax.legend(handles=marks, loc="upper center", bbox_to_anchor=(0.45, -0.33), ncol=2, fontsize=11,
                             frameon=False)).set_clip_on(False)  # add_artist clips to the axes: the legend is below
     ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=11)  # get_legend()
