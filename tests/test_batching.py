@@ -717,7 +717,7 @@ def notebook_series_dataset():
 
 
 # the notebook's functions StatefulResets calls, defined in the cell before it
-_STATEFUL_HELPERS = ("stateful_layers", "reset_stateful_layers", "state_variables")
+_STATEFUL_HELPERS = ("stateful_layers", "reset_stateful", "state_variables")
 
 
 @pytest.mark.parametrize("n_tokens, batch_size, num_steps", [
@@ -809,9 +809,9 @@ def test_fits_validation_starts_from_the_training_state_unless_the_notebooks_cal
 
 
 def test_the_notebooks_reset_finds_a_stateful_lstm_wherever_it_sits_in_a_sequential_model():
-    # Exercise 2 tells the learner to reset with the notebook's reset_stateful_layers; the checker's LSTM is the
+    # Exercise 2 tells the learner to reset with the notebook's reset_stateful; the checker's LSTM is the
     # third layer, not the second. Layers that are not stateful are left alone.
-    reset_stateful_layers = notebook_function("reset_stateful_layers", "stateful_layers")
+    reset_stateful = notebook_function("reset_stateful", "stateful_layers")
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input(batch_shape=(2, 3), dtype="int32"), keras.layers.Embedding(20, 4),
                               keras.layers.Dense(4, activation="tanh"),
@@ -819,21 +819,21 @@ def test_the_notebooks_reset_finds_a_stateful_lstm_wherever_it_sits_in_a_sequent
     model.predict_on_batch(np.ones((2, 3), "int32"))
     lstm = model.layers[2]
     assert max(np.abs(state.numpy()).max() for state in lstm.states) > 0
-    reset_stateful_layers(model)
+    reset_stateful(model)
     assert all(np.abs(state.numpy()).max() == 0 for state in lstm.states)
 
 
 def test_the_notebooks_reset_walks_into_nested_models_and_a_top_level_walk_does_not():
-    # A reader's functional model had its LSTM inside nested models: the notebook's reset_stateful_layers
+    # A reader's functional model had its LSTM inside nested models: the notebook's reset_stateful
     # recurses over `.layers`; the version before round 5 looked at the top-level layers only.
-    reset_stateful_layers = notebook_function("reset_stateful_layers", "stateful_layers")
+    reset_stateful = notebook_function("reset_stateful", "stateful_layers")
 
     def top_level_only(model):
         for layer in model.layers:
             if getattr(layer, "stateful", False):
                 layer.reset_state()
 
-    for reset, zeroed in [(reset_stateful_layers, True), (top_level_only, False)]:
+    for reset, zeroed in [(reset_stateful, True), (top_level_only, False)]:
         keras.utils.set_random_seed(0)
         lstm = keras.layers.LSTM(5, return_sequences=True, stateful=True)
         inner = keras.Sequential([keras.layers.Embedding(20, 4), keras.Sequential([lstm])])
@@ -958,7 +958,7 @@ def test_memory_is_worth_more_to_a_stateful_lm_trained_on_batches_in_order():
 
 def test_the_notebooks_stateful_resets_keeps_every_stateful_layer_gru_and_nested_models_too():
     # A reader: the callback used get_layer("lstm"), so it would not work on their model. It now walks the
-    # model as reset_stateful_layers does: here a GRU inside a nested model and an LSTM not named "lstm".
+    # model as reset_stateful does: here a GRU inside a nested model and an LSTM not named "lstm".
     StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     inner = keras.Sequential([keras.Input(batch_shape=(2, 3, 4)),
                               keras.layers.GRU(5, return_sequences=True, stateful=True)])
@@ -1074,22 +1074,22 @@ def test_the_notebooks_one_row_copy_fed_step_by_step_computes_what_the_stateful_
     # batches read by the batched model, the whole row at once and the row step by step all give the same outputs
     # (the check Proof 1 printed until round 10); reset before every step, they do not.
     room_model = notebook_function("room_model")
-    reset_stateful_layers = notebook_function("reset_stateful_layers", "stateful_layers")
+    reset_stateful = notebook_function("reset_stateful", "stateful_layers")
     keras.utils.set_random_seed(0)
     batched = room_model((2, 4, 3))
     online = room_model((1, None, 3))
     online.set_weights(batched.get_weights())
     rows = np.random.default_rng(0).normal(size=(2, 8, 3)).astype("float32")
-    reset_stateful_layers(batched)
+    reset_stateful(batched)
     by_batches = np.concatenate([batched.predict_on_batch(rows[:, :4]), batched.predict_on_batch(rows[:, 4:])], 1)
-    reset_stateful_layers(online)
+    reset_stateful(online)
     at_once = online.predict_on_batch(rows[1:2])
     steps, reset_each = [], []
     for reset_every_step, outputs in [(False, steps), (True, reset_each)]:
-        reset_stateful_layers(online)
+        reset_stateful(online)
         for t in range(8):
             if reset_every_step:
-                reset_stateful_layers(online)
+                reset_stateful(online)
             outputs.append(online.predict_on_batch(rows[1:2, t:t + 1])[0, 0])
     assert np.abs(by_batches[1] - at_once[0]).max() < 1e-5
     assert np.abs(np.array(steps) - at_once[0]).max() < 1e-5
@@ -1177,7 +1177,7 @@ def test_the_notebooks_builders_return_the_batches_in_one_pass_and_no_cell_count
 
 
 def test_the_notebooks_rows_follow_is_true_for_the_builders_and_false_when_the_rows_break():
-    # The recipe ends with rows_follow(train, x): row s of the batches, read in order, is the s-th stretch of x.
+    # The check after the recipe prints rows_follow(train, x): row s of the batches, read in order, is the s-th stretch of x.
     # True for both builders on several layouts (text and a series with features); False for the obvious cut, for
     # shuffled batches, and for rows in another order.
     ptb_dataset = notebook_function("stateful_dataset")
@@ -1291,7 +1291,7 @@ def test_the_docs_gradienttape_loop_validates_mid_pass_without_changing_training
     room_model = notebook_function("room_model")
     features, temperature = batching.room_series(400)
     needs = {"np": np, "tf": tf, "keras": keras, "room_model": room_model, "BATCH_SIZE": 2, "NUM_STEPS": 5,
-             "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers"),
+             "reset_stateful": notebook_function("reset_stateful", "stateful_layers"),
              "state_variables": notebook_function("state_variables", "stateful_layers"),
              "train": series_dataset(features[:320], temperature[:320], 2, 5)[0],
              "val": series_dataset(features[320:], temperature[320:], 2, 5)[0], "windows_per_row": 32}
@@ -1367,15 +1367,17 @@ def test_the_notebooks_stateful_resets_refuses_steps_per_execution_before_traini
 
 
 def _room_recipe_scope():
-    """The notebook's stateful_dataset and its recipe cell, run on the room series with 8 rows of 40 minutes
+    """The notebook's recipe (copies 1 to 4), run on the room series with 8 rows of 40 minutes
     (10 batches per pass, so the test is quick); returns the cell's names."""
     scope = {"np": np, "tf": tf, "keras": keras, "BATCH_SIZE": 8, "NUM_STEPS": 40,
              "StatefulResets": notebook_function("StatefulResets", *_STATEFUL_HELPERS),
-             "reset_stateful_layers": notebook_function("reset_stateful_layers", "stateful_layers"),
+             "reset_stateful": notebook_function("reset_stateful", "stateful_layers"),
              "state_variables": notebook_function("state_variables", "stateful_layers"),
              "stateful_dataset": notebook_function("stateful_dataset"), "rows_follow": notebook_function("rows_follow")}
     scope["features"], scope["temperature"] = batching.room_series()
-    exec(compile(_notebook_cell("def room_model("), "recipe", "exec"), scope)  # noqa: S102 - our own notebook
+    recipe = _notebook_cell("def room_model(")  # copy 4 of 4; it sets NUM_STEPS = 10 (40 batches per pass)
+    assert "\nNUM_STEPS = 10 " in recipe and "\nBATCH_SIZE = 8 " in recipe
+    exec(compile(recipe.replace("\nNUM_STEPS = 10 ", "\nNUM_STEPS = 40 "), "recipe", "exec"), scope)  # noqa: S102
     assert scope["windows_per_row"] == 10 and len(scope["room_history"].history["val_loss"]) == 3
     return scope
 
@@ -1391,7 +1393,7 @@ def test_the_notebooks_gradienttape_loop_reaches_the_weights_of_fit_with_statefu
     recipe = [f"{v:.3f}" for v in scope["room_history"].history["val_loss"]]
     assert [line.split("val_loss ")[1] for line in printed[:3]] == recipe
     assert printed[3] == "the same weights as the recipe's fit: True"
-    pass_start = "    reset_stateful_layers(looped)                          # a pass starts"
+    pass_start = "    reset_stateful(looped)                                 # a pass starts"
     assert pass_start in code
     exec(compile(code.replace(pass_start, "    pass  # "), "no reset", "exec"), dict(scope))  # noqa: S102
     assert capsys.readouterr().out.splitlines()[3] == "the same weights as the recipe's fit: False"
@@ -1407,3 +1409,33 @@ def test_the_notebooks_k_batch_run_validates_mid_pass_and_after_each_pass_matche
     assert len(stepped) == 6 and stepped[1::2] == scope["room_history"].history["val_loss"]
     assert stepped[0::2] != stepped[1::2]  # mid-pass values: another point of training
     assert all(np.array_equal(a, b) for a, b in zip(scope["stepped"].get_weights(), scope["trained"].get_weights()))
+
+
+def test_the_notebooks_recipe_is_four_consecutive_copy_cells_that_run_alone_without_the_workbook(capsys):
+    # Round 21 (two readers in a row): the recipe said "collect four earlier cells". Now "copy 1 of 4" to "copy 4 of 4"
+    # are consecutive code cells, each at most 25 lines, with no helper call, defining the builder, the reset
+    # functions, the callback and the model + fit; run in order with numpy, tensorflow and keras only (and the
+    # learner's series), they train the stateful model. Exercise 2 stays unanswered: no copy cell reads the epoch.
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = [c for c in nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells]
+    marked = [i for i, c in enumerate(cells) if c.cell_type == "code" and re.search(r"^# copy \d of 4", c.source, re.M)]
+    assert len(marked) == 4 and marked == list(range(marked[0], marked[0] + 4)), marked
+    sources = [cells[i].source for i in marked]
+    for n, source in enumerate(sources, 1):
+        assert f"# copy {n} of 4" in source and len(source.strip().splitlines()) <= 25
+        assert not re.search(r"\b(helpers|batching|plots|tf1)\.", source), f"copy {n} calls a helper"
+        assert "on_epoch_begin" not in source and "params[" not in source  # exercise 2's answer is not here
+    for name in ("def stateful_dataset(", "def reset_stateful(", "class StatefulResets(", "def room_model("):
+        assert sum(name in source for source in sources) == 1
+    assert "shuffle=False" in sources[3] and "batch_shape=batch_shape" in sources[3]
+    features, temperature = batching.room_series()
+    scope = {"np": np, "tf": tf, "keras": keras, "features": features, "temperature": temperature}
+    for source in sources:
+        source = source.replace("\nNUM_STEPS = 10 ", "\nNUM_STEPS = 40 ")  # 10 batches per pass: quicker
+        exec(compile(source, "copy cell", "exec"), scope)  # noqa: S102 - our own notebook
+    assert scope["windows_per_row"] == 10 and len(scope["room_history"].history["val_loss"]) == 3
+    printed = capsys.readouterr().out
+    assert "10 batches in one pass" in printed and "val_loss after each pass" in printed

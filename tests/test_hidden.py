@@ -41,13 +41,13 @@ def namespace(notebook: str) -> dict:
     """What the notebook defines before its exercises and their answers use: the helper modules its
     setup cell imports and, for notebook 01, its own bridge ``scipy_objective`` (run from the notebook's
     cell) and ``signature`` (the molecule data's ``element_spec``); for notebook 03 its
-    ``reset_stateful_layers``."""
+    ``reset_stateful`` (copy 2 of its recipe)."""
     names = {name: importlib.import_module(f"helpers.{name}") for name in NAMES.get(notebook, ())}
     if notebook == "01_queue_decoupling":
         names["scipy_objective"] = notebook_definition(notebook, "scipy_objective")
         names["signature"] = names["molecules"].molecule_dataset(num_molecules=2, batch_size=1, seed=0).element_spec
-    if notebook == "03_batch_iteration":  # exercise 2's answer resets with the notebook's reset_stateful_layers,
-        names["reset_stateful_layers"] = names["batching"].reset_stateful  # whose tested twin this is
+    if notebook == "03_batch_iteration":  # exercise 2's answer resets with batching.reset_stateful; a learner's may
+        names["reset_stateful"] = names["batching"].reset_stateful  # call the notebook's own, whose tested twin this is
     return names
 
 
