@@ -1440,29 +1440,47 @@ def test_the_notebooks_callbacks_take_logs_as_a_dict_or_none():
         assert len(callback.curve) == 3
 
 
-def guarded(name: str):
-    """The notebook's copy (its three cells, run alone) with the ``on_train_begin`` that
-    docs/validation.md's 'Two guards for the copy' says to put in ``ValidateEvery`` (``KeepBest``
-    inherits it); the notebook links there."""
-    import textwrap
-
-    assert "docs/validation.md#two-guards-for-the-copy" in notebook_markdown()
+def copied(name: str):
+    """The notebook's copy (its three cells, run alone in a fresh namespace, as a learner pastes them)."""
     scope: dict = {"tf": tf, "keras": keras}
     for source in copy_cells():
         exec(compile(source, f"{NOTEBOOK}:copy", "exec"), scope)  # noqa: S102 - our own notebook
-    exec(compile(textwrap.dedent(docs_block("Two guards for the copy")), "docs:guards", "exec"), scope)  # noqa: S102
-    scope["ValidateEvery"].on_train_begin = scope.pop("on_train_begin")  # fresh classes: nothing else patched
     return scope[name]
 
 
-def test_the_notebooks_short_copy_misses_passes_and_validates_twice_without_the_guards():
-    """What docs/validation.md's 'Two guards for the copy' says the notebook's short copy does."""
+def unguarded(name: str):
+    """The copy without its two guards: ``on_train_begin`` only makes the pass and runs it (the copy of
+    rounds 17 to 20). docs/validation.md's 'Two guards for the copy' says what goes wrong then."""
+    make_validation_pass = copied("make_validation_pass")
+
+    def on_train_begin(self, logs=None):
+        self.validation_pass = make_validation_pass(self.model, self.val_ds, self.loss_fn, self.metrics)
+        self.validate(logs)
+
+    cls = copied(name)  # fresh classes: nothing shared with the other tests
+    (cls if name == "ValidateEvery" else cls.__mro__[1]).on_train_begin = on_train_begin
+    return cls
+
+
+def test_the_notebooks_copy_holds_both_guards_in_on_train_begin_and_the_text_states_its_rules():
+    source = copy_cells()[1]
+    begin = source.split("def on_train_begin", 1)[1].split("\n    def ", 1)[0]
+    assert "steps_per_execution != 1" in begin and "raise ValueError" in begin
+    assert "self.curve[-1][0] != int(self.model.optimizer.iterations)" in begin
+    said = " ".join(notebook_markdown().split())
+    assert "`compile(steps_per_execution=1)`, the default; otherwise a `ValueError` before training" in said
+    assert "`fit` may be called again: steps count on, and no step gets two passes" in said
+    assert "docs/validation.md#two-guards-for-the-copy" in said
+
+
+def test_the_copy_without_its_guards_misses_passes_and_validates_twice():
+    """What docs/validation.md's 'Two guards for the copy' says the copy would do without them."""
     model = compiled(make_model(), steps_per_execution=2)
-    plain = notebook_function("ValidateEvery")(val_ds(), 3, MSE)
+    plain = unguarded("ValidateEvery")(val_ds(), 3, MSE)
     _fit([plain], model)
     assert [step for step, _ in plain.curve] == [0, 6, 12]  # fit called back after steps 2, 4, ...: 3 and 9 missed
     model = compiled(make_model())
-    plain = notebook_function("ValidateEvery")(val_ds(), 3, MSE)
+    plain = unguarded("ValidateEvery")(val_ds(), 3, MSE)
     for steps in (3, 3, 4, 2):
         _fit([plain], model, steps_per_epoch=steps)
     assert [step for step, _ in plain.curve] == [0, 3, 3, 6, 6, 9, 10, 12]  # a pass again where each fit starts
@@ -1489,18 +1507,18 @@ def test_the_notebooks_callbacks_refuse_steps_per_execution_before_training(name
     assert called_at == list(range(steps_per_execution, 13, steps_per_execution))
     model = compiled(make_model(), steps_per_execution=steps_per_execution)
     before = snapshot(model)
-    ours = guarded(name)(val_ds(), 3, MSE)
-    with pytest.raises(ValueError, match=r"needs compile\(steps_per_execution=1\)"):
+    ours = copied(name)(val_ds(), 3, MSE)
+    with pytest.raises(ValueError, match=rf"needs compile\(steps_per_execution=1\), not {steps_per_execution}$"):
         _fit([ours], model)
     assert ours.curve == [] and int(model.optimizer.iterations) == 0 and same(snapshot(model), before)
     one = compiled(make_model(), steps_per_execution=1)  # the default is accepted
-    _fit([guarded(name)(val_ds(), 3, MSE)], one)
+    _fit([copied(name)(val_ds(), 3, MSE)], one)
 
 
 @pytest.mark.parametrize("name", ["ValidateEvery", "KeepBest"])
 def test_the_notebooks_callbacks_do_not_validate_twice_at_the_same_step_when_fit_is_called_again(name):
     curves = []
-    for make in (guarded(name), V.ValidateEvery):
+    for make in (copied(name), V.ValidateEvery):
         model = compiled(make_model())
         callback = make(val_ds(), 3, MSE, patience=1) if name == "KeepBest" else make(val_ds(), 3, MSE)
         for steps in (3, 3, 4, 2):  # fit again at step 3 (a pass ran there), 6 (likewise), 10 (none ran)
@@ -1510,6 +1528,17 @@ def test_the_notebooks_callbacks_do_not_validate_twice_at_the_same_step_when_fit
     ours, helper = curves
     assert [step for step, _ in ours] == [0, 3, 6, 9, 10, 12] == [step for step, _ in helper]
     np.testing.assert_allclose([loss for _, loss in ours], [loss for _, loss in helper], rtol=1e-5)
+
+
+def test_the_notebooks_keep_best_goes_on_across_fit_calls():
+    """A second fit call goes on counting steps, and KeepBest's best pass may come from either call."""
+    model = compiled(make_model(), keras.optimizers.Adam(0.1))
+    callback = copied("KeepBest")(val_ds(), 2, MSE, restore_best=True)
+    for steps in (6, 6):  # the second fit starts at step 6, where a pass ran: none again there
+        _fit([callback], model, steps_per_epoch=steps)
+    assert [step for step, _ in callback.curve] == [0, 2, 4, 6, 8, 10, 12]
+    assert (callback.best_step, callback.best_loss) == min(callback.curve, key=lambda pass_: pass_[1])
+    assert same(model.get_weights(), callback.best_weights)  # the best of both calls, put back
 
 
 def docs_block(heading: str, kind: str = "python", number: int = 0) -> str:
