@@ -1224,7 +1224,8 @@ def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_tagged_plus_s
     from tests.notebook_answers import ROOT
 
     step_one = {"self.supports_jit = False", "tf.autograph.experimental.set_loop_options(parallel_iterations=1)"}
-    minimal = _code_lines(_notebook_cell("MinimalAccumulating"))
+    minimal_source = _notebook_cell("MinimalAccumulating")
+    minimal = _code_lines(minimal_source)
     full_source = _notebook_cell("Accumulating")
     full = _code_lines(full_source)
     assert step_one <= set(minimal), step_one - set(minimal)
@@ -1233,8 +1234,7 @@ def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_tagged_plus_s
     loop_line = "tf.autograph.experimental.set_loop_options(parallel_iterations=1)"
     assert loop_line in full and not full[loop_line].startswith("+"), full.get(loop_line)
     minimal = {code: comment for code, comment in minimal.items() if code not in _code_lines(
-        _notebook_cell("MinimalAccumulating").split("    @tf.function")[0])}  # train_step's lines only
-    minimal_source = _notebook_cell("MinimalAccumulating")
+        minimal_source.split("    @tf.function")[0])}  # train_step's lines only
     assert minimal_source.index("self.supports_jit = False") < minimal_source.index("def train_step")  # in __init__
     loop = minimal_source.split("for i in tf.range(")[1].splitlines()
     assert loop[1].strip().startswith("tf.autograph.experimental.set_loop_options(parallel_iterations=1)"), loop[1]

@@ -1440,24 +1440,29 @@ def test_the_notebooks_callbacks_take_logs_as_a_dict_or_none():
         assert len(callback.curve) == 3
 
 
-def copied(name: str):
+def copy_scope() -> dict:
     """The notebook's copy (its three cells, run alone in a fresh namespace, as a learner pastes them)."""
     scope: dict = {"tf": tf, "keras": keras}
     for source in copy_cells():
         exec(compile(source, f"{NOTEBOOK}:copy", "exec"), scope)  # noqa: S102 - our own notebook
-    return scope[name]
+    return scope
+
+
+def copied(name: str):
+    """One name of a fresh copy (see ``copy_scope``)."""
+    return copy_scope()[name]
 
 
 def unguarded(name: str):
     """The copy without its two guards: ``on_train_begin`` only makes the pass and runs it (the copy of
     rounds 17 to 20). docs/validation.md's 'Two guards for the copy' says what goes wrong then."""
-    make_validation_pass = copied("make_validation_pass")
+    scope = copy_scope()  # fresh classes: nothing shared with the other tests
 
     def on_train_begin(self, logs=None):
-        self.validation_pass = make_validation_pass(self.model, self.val_ds, self.loss_fn, self.metrics)
+        self.validation_pass = scope["make_validation_pass"](self.model, self.val_ds, self.loss_fn, self.metrics)
         self.validate(logs)
 
-    cls = copied(name)  # fresh classes: nothing shared with the other tests
+    cls = scope[name]
     (cls if name == "ValidateEvery" else cls.__mro__[1]).on_train_begin = on_train_begin
     return cls
 
