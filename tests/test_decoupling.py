@@ -1048,8 +1048,10 @@ def test_in_three_batches_two_hundred_lbfgs_iterations_end_about_twice_below_ada
     (0.0029 at 0.1, its best of 0.001, 0.01 and 0.1; 0.0113 at 0.01). Round 12's notebook shows two
     batches of 500 and 100 iterations (cheaper to run; a smaller edge, 1.5 times)."""
     passes, lbfgs, adam = _full_data_lbfgs_against_adam(400, 200, (0.01, 0.1))
-    assert passes == 214 and lbfgs == pytest.approx(0.0013, abs=1e-4)
-    assert adam[0.1] == pytest.approx(0.0029, abs=2e-4) and adam[0.01] > adam[0.1] > 2 * lbfgs
+    # 200 iterations magnify the CPU's rounding: 214 passes and 0.0013 where measured, 214 and 0.0015
+    # on an AMD EPYC (round 23); the claim (L-BFGS well below Adam's best rate) holds on both
+    assert 200 <= passes <= 230 and 0.0010 < lbfgs < 0.0018
+    assert adam[0.1] == pytest.approx(0.0029, abs=3e-4) and adam[0.01] > adam[0.1] > 1.7 * lbfgs
 
 
 def test_adam_given_one_and_a_half_times_lbfgs_passes_at_its_best_rate_ends_below_lbfgs():
@@ -1140,7 +1142,8 @@ def test_with_all_rows_in_one_batch_lbfgs_ends_far_below_full_batch_adam():
     adam.compile(optimizer=keras.optimizers.Adam(0.1), loss=LOSS)
     adam.fit(tf.data.Dataset.from_tensors((features, targets)).repeat(), steps_per_epoch=result.nfev,
              shuffle=False, verbose=0)
-    assert result.nfev == 216 and lbfgs == pytest.approx(0.0016, abs=2e-4)
+    # 216 evaluations and 0.0016 where measured, 215 and 0.0017 on an AMD EPYC (round 23): the CPU's rounding
+    assert 200 <= result.nfev <= 230 and lbfgs == pytest.approx(0.0016, abs=3e-4)
     assert float(LOSS(targets, adam(features))) > 3 * lbfgs
 
 
