@@ -1399,11 +1399,14 @@ def test_the_notebooks_gradienttape_loop_reaches_the_weights_of_fit_with_statefu
     assert capsys.readouterr().out.splitlines()[3] == "the same weights as the recipe's fit: False"
 
 
-def test_the_notebooks_k_batch_run_validates_mid_pass_and_after_each_pass_matches_the_recipe():
-    # The steps_per_epoch=K cell: K = half a pass, val_loss twice per pass; every second value (after a whole pass)
-    # is the recipe's, and the weights end equal: validating in the middle of a pass left training unchanged.
+def test_the_docs_k_batch_run_validates_mid_pass_and_after_each_pass_matches_the_recipe():
+    # The steps_per_epoch=K cell (in the notebook until round 23, now docs/batching.md): K = half a pass, val_loss
+    # twice per pass; every second value (after a whole pass) is the recipe's, and the weights end equal: validating
+    # in the middle of a pass left training unchanged.
     scope = _room_recipe_scope()
-    exec(compile(_notebook_cell("steps_per_epoch=K"), "K batches", "exec"), scope)  # noqa: S102
+    code = _docs_block("## Validate every K batches")
+    assert "steps_per_epoch=K" in code and "StatefulResets(windows_per_row)" in code
+    exec(compile(code, "K batches", "exec"), scope)  # noqa: S102 - our own docs
     assert scope["K"] == 5
     stepped = scope["stepped_history"].history["val_loss"]
     assert len(stepped) == 6 and stepped[1::2] == scope["room_history"].history["val_loss"]
@@ -1411,18 +1414,21 @@ def test_the_notebooks_k_batch_run_validates_mid_pass_and_after_each_pass_matche
     assert all(np.array_equal(a, b) for a, b in zip(scope["stepped"].get_weights(), scope["trained"].get_weights()))
 
 
-def test_the_notebooks_recipe_is_four_consecutive_copy_cells_that_run_alone_without_the_workbook(capsys):
+def test_the_notebooks_recipe_is_four_copy_cells_in_order_that_run_alone_without_the_workbook(capsys):
     # Round 21 (two readers in a row): the recipe said "collect four earlier cells". Now "copy 1 of 4" to "copy 4 of 4"
-    # are consecutive code cells, each at most 25 lines, with no helper call, defining the builder, the reset
+    # are code cells in order, each at most 25 lines, with no helper call, defining the builder, the reset
     # functions, the callback and the model + fit; run in order with numpy, tensorflow and keras only (and the
     # learner's series), they train the stateful model. Exercise 2 stays unanswered: no copy cell reads the epoch.
+    # Round 23: a short markdown note may follow each copy (what to watch for), but no other code cell comes between.
     import nbformat
 
     from tests.notebook_answers import ROOT
 
     cells = [c for c in nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells]
     marked = [i for i, c in enumerate(cells) if c.cell_type == "code" and re.search(r"^# copy \d of 4", c.source, re.M)]
-    assert len(marked) == 4 and marked == list(range(marked[0], marked[0] + 4)), marked
+    assert len(marked) == 4, marked
+    between = [c for c in cells[marked[0]:marked[-1] + 1] if c.cell_type == "code"]
+    assert len(between) == 4, "only markdown may sit between the copy cells"
     sources = [cells[i].source for i in marked]
     for n, source in enumerate(sources, 1):
         assert f"# copy {n} of 4" in source and len(source.strip().splitlines()) <= 25
@@ -1439,3 +1445,37 @@ def test_the_notebooks_recipe_is_four_consecutive_copy_cells_that_run_alone_with
     assert scope["windows_per_row"] == 10 and len(scope["room_history"].history["val_loss"]) == 3
     printed = capsys.readouterr().out
     assert "10 batches in one pass" in printed and "val_loss after each pass" in printed
+
+
+def test_the_notebooks_many_series_cell_puts_series_s_in_row_s_group_after_group_and_counts_the_joins(capsys):
+    # Round 23 (a reader: "several sensors or users?"): 8 toy series of equal length, two groups of 4 rows joined end
+    # to end, one group after the other. Row s of group g's batches is series 4g + s, read in order; group 1 starts at
+    # batch windows_per_row, so the notebook's StatefulResets(windows_per_row) zeroes the state there in a real fit.
+    # The fables' joins the state runs across are counted again from the batches themselves.
+    code = _notebook_cell("many_series = ")
+    stateful_dataset = notebook_function("stateful_dataset")
+    fables = batching.load_corpus().lower().split("\n\n")  # as the notebook's fables cell reads them
+    vocab = {c: i for i, c in enumerate(sorted(set("\n\n".join(fables))))}
+    train_ids = np.array([vocab[c] for c in "\n\n".join(fables[:-3])], dtype=np.int32)
+    text_batches, text_windows_per_row = stateful_dataset(train_ids, 8, 10)
+    scope = {"np": np, "stateful_dataset": stateful_dataset, "vocab": vocab, "train_ids": train_ids,
+             "BATCH_SIZE": 8, "NUM_STEPS": 10, "text_windows_per_row": text_windows_per_row}
+    exec(compile(code, "many series", "exec"), scope)  # noqa: S102 - our own notebook
+    printed = capsys.readouterr().out.splitlines()
+    per_group = scope["groups"][0][1]
+    batches = [bx.numpy() for bx, _ in scope["many_series"]]
+    assert per_group == scope["groups"][1][1] == 3 and len(batches) == 2 * per_group
+    for g in range(2):
+        rows = np.concatenate(batches[g * per_group:(g + 1) * per_group], axis=1)
+        for s in range(4):
+            assert np.array_equal(rows[s], scope["series"][4 * g + s][:rows.shape[1]])
+    assert printed[4] == "batch 3: the rows start at [400, 500, 600, 700]"
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    model = exercises.stateful_model(2, 3)
+    zero = exercises.zero_state_batches(model, StatefulResets(per_group), per_group, 2 * per_group, 1)
+    assert zero == [0, per_group]  # each group's first batch, and only there
+    nl = vocab["\n"]
+    read = np.concatenate([bx.numpy() for bx, _ in text_batches], axis=1)  # what each row reads, in order
+    inside = sum(int(np.sum((row[:-1] == nl) & (row[1:] == nl))) for row in read)
+    assert len(scope["joins"]) == len(fables) - 4 and len(scope["crossed"]) == inside > 0
+    assert printed[-1] == f"fables: {len(fables) - 4} joins; the state runs across {inside} of them inside a row"
