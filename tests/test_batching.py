@@ -1447,33 +1447,58 @@ def test_the_notebooks_recipe_is_four_copy_cells_in_order_that_run_alone_without
     assert "10 batches in one pass" in printed and "val_loss after each pass" in printed
 
 
-def test_the_notebooks_many_series_cell_puts_series_s_in_row_s_group_after_group_and_counts_the_joins(capsys):
-    # Round 23 (a reader: "several sensors or users?"): 8 toy series of equal length, two groups of 4 rows joined end
-    # to end, one group after the other. Row s of group g's batches is series 4g + s, read in order; group 1 starts at
-    # batch windows_per_row, so the notebook's StatefulResets(windows_per_row) zeroes the state there in a real fit.
-    # The fables' joins the state runs across are counted again from the batches themselves.
+def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_resets_at_each_group(capsys):
+    # Round 23 (two readers: "several sensors or users?", then "different lengths: told, not shown"): 8 toy series of
+    # different lengths, sorted by length into two groups of 4 rows, each group cut to its shortest and joined end to
+    # end, one group after the other. Row s of group g's batches is the g-th group's series s, read in order; the
+    # groups give passes of 3 and 4 batches, so StatefulResets(pass_lengths) resets at batches 0 and 3 (printed, and
+    # in a real fit, two epochs long). The fables' joins the state runs across are counted again from the batches.
     code = _notebook_cell("many_series = ")
     stateful_dataset = notebook_function("stateful_dataset")
+    rows_follow = notebook_function("rows_follow")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     fables = batching.load_corpus().lower().split("\n\n")  # as the notebook's fables cell reads them
     vocab = {c: i for i, c in enumerate(sorted(set("\n\n".join(fables))))}
     train_ids = np.array([vocab[c] for c in "\n\n".join(fables[:-3])], dtype=np.int32)
     text_batches, text_windows_per_row = stateful_dataset(train_ids, 8, 10)
-    scope = {"np": np, "stateful_dataset": stateful_dataset, "vocab": vocab, "train_ids": train_ids,
-             "BATCH_SIZE": 8, "NUM_STEPS": 10, "text_windows_per_row": text_windows_per_row}
+    scope = {"np": np, "stateful_dataset": stateful_dataset, "rows_follow": rows_follow, "vocab": vocab,
+             "StatefulResets": StatefulResets, "train_ids": train_ids, "BATCH_SIZE": 8, "NUM_STEPS": 10,
+             "text_windows_per_row": text_windows_per_row}
     exec(compile(code, "many series", "exec"), scope)  # noqa: S102 - our own notebook
     printed = capsys.readouterr().out.splitlines()
-    per_group = scope["groups"][0][1]
+    lengths = sorted(len(one) for one in scope["series"])
+    assert len(set(lengths)) > 4 and scope["pass_lengths"] == [3, 4]  # really different lengths, different passes
     batches = [bx.numpy() for bx, _ in scope["many_series"]]
-    assert per_group == scope["groups"][1][1] == 3 and len(batches) == 2 * per_group
-    for g in range(2):
-        rows = np.concatenate(batches[g * per_group:(g + 1) * per_group], axis=1)
-        for s in range(4):
-            assert np.array_equal(rows[s], scope["series"][4 * g + s][:rows.shape[1]])
-    assert printed[4] == "batch 3: the rows start at [400, 500, 600, 700]"
-    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
-    model = exercises.stateful_model(2, 3)
-    zero = exercises.zero_state_batches(model, StatefulResets(per_group), per_group, 2 * per_group, 1)
-    assert zero == [0, per_group]  # each group's first batch, and only there
+    assert len(batches) == 7
+    for g, (first, count) in enumerate([(0, 3), (3, 4)]):
+        group = sorted(scope["series"], key=len)[4 * g:4 * g + 4]
+        rows = np.concatenate(batches[first:first + count], axis=1)
+        for s in range(4):  # row s reads the group's series s from its start, in order, nothing of another series
+            assert np.array_equal(rows[s], group[s][:rows.shape[1]])
+            assert rows.shape[1] <= min(len(one) for one in group)
+    assert printed[:2] == ["group 0: lengths [16, 17, 17, 18], cut to 16: 3 batches, rows follow the series: True",
+                           "group 1: lengths [21, 22, 23, 24], cut to 21: 4 batches, rows follow the series: True"]
+    marked = [k for k, line in enumerate(printed[2:9]) if line.endswith("<- reset")]
+    assert marked == [0, 3] and all(not line.endswith(" ") for line in printed)
+    # the callback with a list of pass lengths, in a real fit over the groups, two epochs: zero state at each
+    # group's first batch and only there
+    model = keras.Sequential([keras.Input(batch_shape=(4, 5, 1)),
+                              keras.layers.LSTM(2, return_sequences=True, stateful=True), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    data = scope["many_series"].map(lambda x, y: (tf.cast(x[..., None], "float32") / 800,
+                                                  tf.cast(y[..., None], "float32") / 800))
+    lstm, zero, seen = model.layers[0], [], []
+
+    class Spy(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if all(float(np.abs(state.numpy()).max()) == 0.0 for state in lstm.states):
+                zero.append(len(seen))
+            seen.append(batch)
+
+    model.fit(data, epochs=2, shuffle=False, verbose=0, callbacks=[StatefulResets(scope["pass_lengths"]), Spy()])
+    assert zero == [0, 3, 7, 10]
+    # an int is one pass length, as before
+    assert StatefulResets(5).pass_starts == {0} and StatefulResets(5).cycle == 5
     nl = vocab["\n"]
     read = np.concatenate([bx.numpy() for bx, _ in text_batches], axis=1)  # what each row reads, in order
     inside = sum(int(np.sum((row[:-1] == nl) & (row[1:] == nl))) for row in read)

@@ -262,7 +262,9 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.texts]
     assert {str(p) for p in range(70)} <= set(labels)  # the 4 x 17 grid and the 2 dropped tokens, all drawn
-    assert ax.get_title() == "70 tokens in 4 rows of 17, read 5 at a time"  # short; the dropped tokens are drawn
+    # short; the dropped tokens are drawn. Round 23 (a reader): "the gradient is not carried" only in the legend
+    assert ax.get_title() == ("70 tokens in 4 rows of 17, read 5 at a time: the state crosses each window's edge, "
+                              "the gradient does not")
     dropped = next(t for t in ax.texts if "dropped" in t.get_text())
     assert dropped.get_text() == "68–69 dropped: too few for another row of 17"
     rows = [a.get_position()[1] - 0.5 for a in ax.get_yticklabels()]  # the top of each row of tokens
@@ -281,6 +283,9 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert all(a.arrow_patch.get_linestyle() != "solid" for a in in_grid)  # only the state's arrows: dashed
     assert sorted({round((a.xy[0] + a.xyann[0]) / 2) for a in in_grid}) == [5, 10] and len(in_grid) == 2 * 4
     assert all(a.xy[0] - a.xyann[0] > 1.5 for a in in_grid)  # a reader: "small, on cell borders, easy to miss"
+    # round 23 (a reader): "the arrows start in the middle of a window": each starts under its window's last token
+    # and ends under the next window's first token
+    assert all(int(a.xyann[0]) % 5 == 4 and int(a.xy[0]) % 5 == 0 for a in in_grid)
     # a reader (round 12): "dashed arrows sit on top of token numbers": they run in a lane under each row, above y
     strip_tops = [p.get_y() - s * pitch for s in range(4) for p in ax.patches if abs(p.get_height() - 0.3) < 1e-9
                   and rows[s] < p.get_y() < rows[s] + pitch]
@@ -348,6 +353,14 @@ def test_reading_losses_draws_the_stateful_model_two_ways_and_the_plain_baseline
     texts = [t.get_text() for t in ax.texts]
     assert texts[:3] == ["1.83", "2.00", "1.99"]  # every bar labelled
     assert texts[3] == "1.83: the state\ncarried, as trained"  # the dashed line says what it is
+    # round 23 (a reader): from 0 the 0.16-nat gap looked tiny, and a wider gap before the grey bar meant nothing.
+    # Now a double arrow beside the baseline's bar spans the gap, labelled; the bars are evenly spaced
+    (label,) = [t for t in ax.texts if t.get_text() == "0.16 nats"]
+    assert 1.83 < label.get_position()[1] < 1.99
+    (gap,) = [a for a in ax.texts if a.get_text() == "" and hasattr(a, "arrow_patch")]
+    assert sorted([gap.xy[1], gap.xyann[1]]) == [1.83, 1.99] and gap.xy[0] > ax.patches[2].get_x() + 0.7
+    centres = [p.get_x() + p.get_width() / 2 for p in ax.patches]
+    assert centres[1] - centres[0] == pytest.approx(centres[2] - centres[1])
     faces = [matplotlib.colors.to_hex(p.get_facecolor()) for p in ax.patches]
     assert faces[0] == faces[1] != faces[2]  # one model in one colour, the baseline another
     assert [round(p.get_height(), 2) for p in ax.patches] == [1.83, 2.0, 1.99]
