@@ -263,8 +263,10 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     labels = [t.get_text() for t in ax.texts]
     assert {str(p) for p in range(70)} <= set(labels)  # the 4 x 17 grid and the 2 dropped tokens, all drawn
     # short; the dropped tokens are drawn. Round 23 (a reader): "the gradient is not carried" only in the legend
-    assert ax.get_title() == ("70 tokens in 4 rows of 17, read 5 at a time: the state crosses each window's edge, "
-                              "the gradient does not")
+    assert ax.get_title() == "70 tokens in 4 rows of 17, read 5 at a time: batch k is window k of every row"
+    # round 23, second reader: said once on the figure itself, in small text after row 0's last state arrow
+    (said,) = [t for t in ax.texts if t.get_text() == "state carried, gradient stops"]
+    assert said.get_fontsize() < 9 and said.get_position()[0] > 10.9 and said.get_position()[1] < 0
     dropped = next(t for t in ax.texts if "dropped" in t.get_text())
     assert dropped.get_text() == "68–69 dropped: too few for another row of 17"
     rows = [a.get_position()[1] - 0.5 for a in ax.get_yticklabels()]  # the top of each row of tokens
@@ -286,10 +288,11 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     # round 23 (a reader): "the arrows start in the middle of a window": each starts under its window's last token
     # and ends under the next window's first token
     assert all(int(a.xyann[0]) % 5 == 4 and int(a.xy[0]) % 5 == 0 for a in in_grid)
-    # a reader (round 12): "dashed arrows sit on top of token numbers": they run in a lane under each row, above y
-    strip_tops = [p.get_y() - s * pitch for s in range(4) for p in ax.patches if abs(p.get_height() - 0.3) < 1e-9
-                  and rows[s] < p.get_y() < rows[s] + pitch]
-    assert strip_tops and all(1.0 < a.xy[1] % pitch < min(strip_tops) for a in in_grid)
+    # a reader (round 12): "dashed arrows sit on top of token numbers": they run in a lane beside the row; round 23
+    # (a reader): under the row, near the y strips, "they look like they point into the targets": now over the row,
+    # inside its grey panel, two on every row
+    panel_tops = sorted(p.get_y() for p in ax.patches if p.get_facecolor()[:3] == matplotlib.colors.to_rgb("#ececec"))
+    assert all(sum(panel_tops[s] < a.xy[1] == a.xyann[1] < rows[s] for a in in_grid) == 2 for s in range(4))
     # the next pass: an arrow from the end of every row (not one row) into what it reads next, its own window 0
     jumps = [a for a in arrows if a.xy[0] > 17]
     assert sorted(a.xy[1] for a in jumps) == pytest.approx([top + 0.5 for top in rows])

@@ -17,13 +17,13 @@ _BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"
 # the state carried from one batch to the next (the gradient does not follow it back)
 _CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 4.2, "linestyle": (0, (2.4, 1.0)),
                 "mutation_scale": 34}
-# the state arrow starts under a window's last token (a reader: "starts in the middle of a window") and ends
-# under the next window's first token, its head there
+# the state arrow runs in a lane over its row (round 23, a reader: under the row, "they look like they point into
+# the targets"): from over a window's last token to over the next window's first token, its head there
 _CARRY_FROM, _CARRY_TO = 0.85, 0.95  # in cells, before and after the boundary between windows
-_LANE = 1.19  # the state arrows' lane: under the row of tokens, over its y strip (never over a number)
+_LANE = -0.3  # the state arrows' lane: over the row of tokens, inside its panel (never over a number)
 _STRIP = 1.38  # the top of the strip of targets y
-_PANEL = (-0.14, 1.82)  # a grey panel behind each row, its arrows and its y strip: they belong together
-_PITCH = 2.16  # a row of tokens (height 1), the arrows' lane and the strip of its targets y, then a gap
+_PANEL = (-0.62, 1.82)  # a grey panel behind each row, its arrows and its y strip: they belong together
+_PITCH = 2.64  # the arrows' lane, a row of tokens (height 1) and the strip of its targets y, then a gap
 
 
 def _listed(tokens: list[str]) -> str:
@@ -40,8 +40,8 @@ def ptb_grid(layout: Any) -> Any:
     to the row above it, not to the next). Under every row a strip draws ``y``: each batch's window again, in its
     colour, one token to the right (so the column after the last window is a target only: white). A band
     over each column of windows names its batch and says that ``y`` is the same window shifted by one. In a
-    lane between each row and its ``y`` strip, a thick dashed arrow crosses each boundary between windows:
-    the state carried to the next batch (no arrow covers a number). Tokens never read are crossed out; the tokens the
+    lane over each row, a thick dashed arrow crosses each boundary between windows: the state carried to the
+    next batch (no arrow covers a number, none points at a ``y`` strip); small text after row 0's last one says so. Tokens never read are crossed out; the tokens the
     reshape drops are drawn under the last row, where the stream goes on. The legend names the arrow,
     the white column and the crossed-out one, with their tokens. Right of the grid,
     dashed boxes in batch 0's colour show what every row reads next with ``repeat=True``: its own first
@@ -109,7 +109,10 @@ def ptb_grid(layout: Any) -> Any:
                 carry = ax.annotate("", xy=(edge + _CARRY_TO, top + _LANE),
                                     xytext=(edge - _CARRY_FROM, top + _LANE), arrowprops=_CARRY_ARROW)
                 carry.arrow_patch.set_path_effects([patheffects.withStroke(linewidth=6.5, foreground="white")])
-    band, band_height = -1.3, 0.95  # a band over each column of windows names its batch
+                if s == 0 and k == passes - 2:  # said once, on the figure, after row 0's last arrow (a reader)
+                    ax.text(edge + _CARRY_TO + 0.15, top + _LANE, "state carried, gradient stops", ha="left",
+                            va="center", fontsize=8, style="italic")
+    band, band_height = -1.75, 0.95  # a band over each column of windows names its batch
     for k in range(passes):
         face, ink = _BATCH_COLORS[k]
         box(k * n + 0.05, band, n - 0.1, band_height, face, ink, f"batch {k}: x, a [{b}, {n}] tensor\n"
@@ -136,8 +139,8 @@ def ptb_grid(layout: Any) -> Any:
     ax.set_xticks([])
     ax.set_yticks(np.arange(b) * _PITCH + 0.5, [f"row {s}" for s in range(b)])
     ax.tick_params(axis="y", length=0)
-    ax.set_title(f"{layout.n_tokens} tokens in {b} rows of {length}, read {n} at a time: the state crosses "
-                 "each window's edge, the gradient does not", fontsize=12)
+    ax.set_title(f"{layout.n_tokens} tokens in {b} rows of {length}, read {n} at a time: batch k is window k of "
+                 "every row", fontsize=12)
     arrow = Line2D([], [], color="black", marker=">", markersize=10, linewidth=4, linestyle=_CARRY_ARROW["linestyle"])
     target_only = Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", linewidth=0.8)
     never_read = Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", linewidth=0.8)
