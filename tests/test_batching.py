@@ -1399,11 +1399,14 @@ def test_the_notebooks_gradienttape_loop_reaches_the_weights_of_fit_with_statefu
     assert capsys.readouterr().out.splitlines()[3] == "the same weights as the recipe's fit: False"
 
 
-def test_the_notebooks_k_batch_run_validates_mid_pass_and_after_each_pass_matches_the_recipe():
-    # The steps_per_epoch=K cell: K = half a pass, val_loss twice per pass; every second value (after a whole pass)
-    # is the recipe's, and the weights end equal: validating in the middle of a pass left training unchanged.
+def test_the_docs_k_batch_run_validates_mid_pass_and_after_each_pass_matches_the_recipe():
+    # The steps_per_epoch=K cell (in the notebook until round 23, now docs/batching.md): K = half a pass, val_loss
+    # twice per pass; every second value (after a whole pass) is the recipe's, and the weights end equal: validating
+    # in the middle of a pass left training unchanged.
     scope = _room_recipe_scope()
-    exec(compile(_notebook_cell("steps_per_epoch=K"), "K batches", "exec"), scope)  # noqa: S102
+    code = _docs_block("## Validate every K batches")
+    assert "steps_per_epoch=K" in code and "StatefulResets(windows_per_row)" in code
+    exec(compile(code, "K batches", "exec"), scope)  # noqa: S102 - our own docs
     assert scope["K"] == 5
     stepped = scope["stepped_history"].history["val_loss"]
     assert len(stepped) == 6 and stepped[1::2] == scope["room_history"].history["val_loss"]
@@ -1411,18 +1414,21 @@ def test_the_notebooks_k_batch_run_validates_mid_pass_and_after_each_pass_matche
     assert all(np.array_equal(a, b) for a, b in zip(scope["stepped"].get_weights(), scope["trained"].get_weights()))
 
 
-def test_the_notebooks_recipe_is_four_consecutive_copy_cells_that_run_alone_without_the_workbook(capsys):
+def test_the_notebooks_recipe_is_four_copy_cells_in_order_that_run_alone_without_the_workbook(capsys):
     # Round 21 (two readers in a row): the recipe said "collect four earlier cells". Now "copy 1 of 4" to "copy 4 of 4"
-    # are consecutive code cells, each at most 25 lines, with no helper call, defining the builder, the reset
+    # are code cells in order, each at most 25 lines, with no helper call, defining the builder, the reset
     # functions, the callback and the model + fit; run in order with numpy, tensorflow and keras only (and the
     # learner's series), they train the stateful model. Exercise 2 stays unanswered: no copy cell reads the epoch.
+    # Round 23: a short markdown note may follow each copy (what to watch for), but no other code cell comes between.
     import nbformat
 
     from tests.notebook_answers import ROOT
 
     cells = [c for c in nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells]
     marked = [i for i, c in enumerate(cells) if c.cell_type == "code" and re.search(r"^# copy \d of 4", c.source, re.M)]
-    assert len(marked) == 4 and marked == list(range(marked[0], marked[0] + 4)), marked
+    assert len(marked) == 4, marked
+    between = [c for c in cells[marked[0]:marked[-1] + 1] if c.cell_type == "code"]
+    assert len(between) == 4, "only markdown may sit between the copy cells"
     sources = [cells[i].source for i in marked]
     for n, source in enumerate(sources, 1):
         assert f"# copy {n} of 4" in source and len(source.strip().splitlines()) <= 25
@@ -1439,3 +1445,72 @@ def test_the_notebooks_recipe_is_four_consecutive_copy_cells_that_run_alone_with
     assert scope["windows_per_row"] == 10 and len(scope["room_history"].history["val_loss"]) == 3
     printed = capsys.readouterr().out
     assert "10 batches in one pass" in printed and "val_loss after each pass" in printed
+
+
+def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_resets_at_each_group(capsys):
+    # Round 23 (two readers: "several sensors or users?", then "different lengths: told, not shown"): 8 toy series of
+    # different lengths, sorted by length into two groups of 4 rows, each group cut to its shortest and joined end to
+    # end, one group after the other. Row s of group g's batches is the g-th group's series s, read in order; the
+    # groups give passes of 3 and 4 batches, so GroupResets(pass_lengths), the cell's subclass of copy 3, resets at
+    # batches 0 and 3 (printed, and in a real fit, two epochs long). Round 23, second reader: copy 3 takes an int only;
+    # the list of pass lengths lives in this cell, where its need is shown.
+    code = _notebook_cell("many_series = ")
+    StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
+    scope = {"np": np, "stateful_dataset": notebook_function("stateful_dataset"),
+             "rows_follow": notebook_function("rows_follow"), "StatefulResets": StatefulResets,
+             "reset_stateful": notebook_function("reset_stateful", "stateful_layers")}
+    exec(compile(code, "many series", "exec"), scope)  # noqa: S102 - our own notebook
+    printed = capsys.readouterr().out.splitlines()
+    lengths = sorted(len(one) for one in scope["series"])
+    assert len(set(lengths)) > 4 and scope["pass_lengths"] == [3, 4]  # really different lengths, different passes
+    batches = [bx.numpy() for bx, _ in scope["many_series"]]
+    assert len(batches) == 7
+    for g, (first, count) in enumerate([(0, 3), (3, 4)]):
+        group = sorted(scope["series"], key=len)[4 * g:4 * g + 4]
+        rows = np.concatenate(batches[first:first + count], axis=1)
+        for s in range(4):  # row s reads the group's series s from its start, in order, nothing of another series
+            assert np.array_equal(rows[s], group[s][:rows.shape[1]])
+            assert rows.shape[1] <= min(len(one) for one in group)
+    assert printed[:2] == ["group 0: lengths [16, 17, 17, 18], cut to 16: 3 batches, rows follow the series: True",
+                           "group 1: lengths [21, 22, 23, 24], cut to 21: 4 batches, rows follow the series: True"]
+    marked = [k for k, line in enumerate(printed[2:9]) if line.endswith("<- reset")]
+    assert len(printed) == 9 and marked == [0, 3] and all(not line.endswith(" ") for line in printed)
+    # the callback with a list of pass lengths, in a real fit over the groups, two epochs: zero state at each
+    # group's first batch and only there; copy 3 itself (an int: one pass of 7) resets at 0 and 7 only
+    data = scope["many_series"].map(lambda x, y: (tf.cast(x[..., None], "float32") / 800,
+                                                  tf.cast(y[..., None], "float32") / 800))
+
+    def zero_state_batches(callback):
+        model = keras.Sequential([keras.Input(batch_shape=(4, 5, 1)),
+                                  keras.layers.LSTM(2, return_sequences=True, stateful=True), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        lstm, zero, seen = model.layers[0], [], []
+
+        class Spy(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                if all(float(np.abs(state.numpy()).max()) == 0.0 for state in lstm.states):
+                    zero.append(len(seen))
+                seen.append(batch)
+
+        model.fit(data, epochs=2, shuffle=False, verbose=0, callbacks=[callback, Spy()])
+        return zero
+
+    assert zero_state_batches(scope["GroupResets"](scope["pass_lengths"])) == [0, 3, 7, 10]
+    assert zero_state_batches(StatefulResets(7)) == [0, 7]
+    assert issubclass(scope["GroupResets"], StatefulResets) and "on_test_begin" not in code  # validation: copy 3's
+
+
+def test_the_fables_state_runs_across_the_joins_between_fables_inside_the_rows():
+    # The markdown after the many-series cell: the fables share one stream, so a row's state runs across the joins
+    # (a blank line) between fables. Counted here from the notebook's own batches (until round 23 the cell printed
+    # "12 joins; the state runs across 12"): every join of the training stream, read inside a row.
+    stateful_dataset = notebook_function("stateful_dataset")
+    fables = batching.load_corpus().lower().split("\n\n")  # as the notebook's fables cell reads them
+    vocab = {c: i for i, c in enumerate(sorted(set("\n\n".join(fables))))}
+    train_ids = np.array([vocab[c] for c in "\n\n".join(fables[:-3])], dtype=np.int32)
+    text_batches, _ = stateful_dataset(train_ids, 8, 10)
+    nl = vocab["\n"]
+    joins = int(np.sum((train_ids[:-1] == nl) & (train_ids[1:] == nl)))
+    read = np.concatenate([bx.numpy() for bx, _ in text_batches], axis=1)  # what each row reads, in order
+    inside = sum(int(np.sum((row[:-1] == nl) & (row[1:] == nl))) for row in read)
+    assert joins == len(fables[:-3]) - 1 == 12 and inside == joins
