@@ -472,8 +472,14 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     assert list(counted.get_xdata()) == [40, 60] and counted.get_markerfacecolor() == "none"
     assert list(stop.get_xdata()) == [60, 60] and stop.get_label() == "fit stopped: 2 passes without a lower loss"
     assert matplotlib.colors.to_hex(counted.get_markeredgecolor()) == plots.COLORS[1]
-    assert [t.get_text() for t in ax.texts] == ["8.000", "1.000", "1.500", "1.200"]  # each pass's value
+    assert [t.get_text() for t in ax.texts] == ["1.000", "1.200"]  # the best pass's value and the last's
     assert ax.get_yscale() == "log" and ax.get_title() == "kept"
+    back = keep_best_curve(curve, 20, patience=2, restored=1.0).axes[0]  # a pass after fit: the best weights
+    diamond = back.lines[-1]
+    assert list(diamond.get_xdata()) == [60] and list(diamond.get_ydata()) == [1.0] and diamond.get_marker() == "D"
+    assert diamond.get_label() == "after fit: the best weights put back (1.000)"
+    arrow = back.texts[2]  # from the star to the diamond
+    assert arrow.xy == (60, 1.0) and arrow.xyann == (20, 1.0) and back.texts[3].get_text() == "1.000"
     still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
     assert [line.get_label() for line in still.lines] == ["validation loss of each pass",
                                                          "the best pass: its weights are kept"]

@@ -433,7 +433,7 @@ def test_callbacks_after_see_a_steps_val_loss_and_history_and_early_stopping_do_
         history = model.fit(train, steps_per_epoch=6, epochs=2, callbacks=[_nb04_writes_val_loss(keras), spy, stop],
                             shuffle=False, verbose=0).history
     assert seen == [False, True] * 6 and list(history) == ["loss"] and stop.best is None, lesson(
-        NB04, "Inside `model.fit`: copy these three cells",
+        NB04, "The callback: copy these three cells",
         "a callback listed after one that writes logs['val_loss'] in on_train_batch_end sees it, while History "
         "and EarlyStopping read the epoch's logs, rebuilt from the compiled metrics, without it")
 

@@ -12,14 +12,16 @@ __all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation
 
 
 def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
-                    title: str | None = None) -> Any:
+                    restored: float | None = None, title: str | None = None) -> Any:
     """What a keep-the-best callback saw: the validation loss of each pass ``(step, loss)``, joined
-    by a line, each point labelled with its value (below it at a dip); the best pass (at ``best_step``) a large green
-    star; with ``patience``, when the last pass is at least ``patience`` passes after the best, the
-    passes after the best are open red circles and a dashed line at the last pass says where ``fit``
-    stopped. Log y axis with plain tick labels. Returns the Figure.
+    by a line; the best pass (at ``best_step``) a large green star labelled with its value; with
+    ``patience``, when the last pass is at least ``patience`` passes after the best, the passes
+    after the best are open red circles (the last one labelled with its value) and a dashed line at
+    the last pass says where ``fit`` stopped. ``restored``: the loss of a pass on the weights ``fit``
+    left, a green diamond at the last step, labelled, with a dotted green arrow from the star (the
+    best weights put back). Log y axis with plain tick labels. Returns the Figure.
 
-    >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2)
+    >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
     >>> [line.get_label() for line in fig.axes[0].lines][:3]
     ['validation loss of each pass', 'the best pass: its weights are kept', 'no lower loss than the best: patience counts these']
 
@@ -37,7 +39,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     after = list(range(best + 1, len(curve)))
     stopped = patience is not None and len(after) >= patience
     fig, ax = new_figure(width=9.0, height=3.8)
-    ax.plot(steps, losses, marker="o", ms=6, color=COLORS[0], lw=1.6, zorder=2, label="validation loss of each pass")
+    ax.plot(steps, losses, marker="o", ms=5, color=COLORS[0], lw=1.4, zorder=2, label="validation loss of each pass")
     ax.plot([best_step], [losses[best]], ls="none", marker="*", ms=20, color=COLORS[2], mec="white", mew=0.8,
             zorder=4, label="the best pass: its weights are kept")
     if stopped:
@@ -45,19 +47,28 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
                 mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
-    for i, (step, loss) in enumerate(curve):
-        gap = 14 if step == best_step else 9  # clear of the star
-        neighbours = losses[max(i - 1, 0):i] + losses[i + 1:i + 2]
-        valley = bool(neighbours) and loss < min(neighbours)  # a dip: its label below, off the line
-        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(0, -gap if valley else gap),
-                    ha="center", va="top" if valley else "bottom", fontsize=8, color="0.25", zorder=5,
+    labelled = [best] + ([len(curve) - 1] if len(curve) - 1 != best else [])  # the best and the last pass
+    for i in labelled:
+        ax.annotate(f"{losses[i]:.3f}", (steps[i], losses[i]), textcoords="offset points",
+                    xytext=(0, -14 if i == best else 10), ha="center", va="top" if i == best else "bottom",
+                    fontsize=9, color="0.2", zorder=5,
+                    bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
+    if restored is not None:
+        ax.annotate("", (steps[-1], restored), xytext=(best_step, losses[best]), zorder=3,
+                    arrowprops={"arrowstyle": "->", "color": COLORS[2], "lw": 1.6, "ls": ":",
+                                "shrinkA": 10, "shrinkB": 7})
+        ax.plot([steps[-1]], [restored], ls="none", marker="D", ms=9, color=COLORS[2], mec="white", zorder=4,
+                label=f"after fit: the best weights put back ({restored:.3f})")
+        ax.annotate(f"{restored:.3f}", (steps[-1], restored), textcoords="offset points", xytext=(0, -12),
+                    ha="center", va="top", fontsize=9, color="0.2", zorder=5,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.set_ylim(min(losses) / 2.4, max(losses) * 1.6)  # room for the legend under the curve
+    low = min(losses + ([restored] if restored is not None else []))
+    ax.set_ylim(low / 2.4, max(losses) * 1.6)  # room for the legend under the curve
     ax.set_xlim(steps[0] - 0.04 * max(steps[-1] - steps[0], 1), steps[-1] + 0.04 * max(steps[-1] - steps[0], 1))
-    ax.set_xticks(steps)
+    ax.set_xticks(steps[::2] if len(steps) > 12 else steps)
     ax.set_xlabel("training step")
     ax.set_ylabel("validation loss (log scale)")
     ax.legend(loc="lower left", fontsize=9)
