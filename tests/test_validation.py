@@ -1602,6 +1602,8 @@ def test_the_notebooks_keep_best_with_patience_5_outlasts_the_noise_and_loses_no
         curves.append([(step, round(loss, 3)) for step, loss in callback.curve])
     stopped, on = curves
     assert stopped[-1][0] == 400 and stopped[15] == (300, 0.180) and stopped == on[:len(stopped)]
+    said = " ".join(notebook_markdown().split())  # the notebook's sentence under the KeepBest figure
+    assert f"0.180, not the last pass's {stopped[-1][1]:.3f}" in said and f"stopped at step {stopped[-1][0]}" in said
 
     def stop(patience):  # the step where KeepBest(patience) stops, read from the run with no patience
         best, since = float("inf"), 0
