@@ -1623,7 +1623,9 @@ def test_the_notebooks_keep_best_with_patience_5_outlasts_the_noise_and_loses_no
     section = " ".join(docs.split("### Choosing patience on a noisy run", 1)[1].split("###", 1)[0].split())
     assert said in section
     later = min(loss for step, loss in on if step > 300)
-    assert on[-1][0] == 600 and later > 0.180 and f"the lowest after step 300 is {later:.3f}" in section
+    # round 23: the lowest pass after step 300 was 0.200 when written and is 0.210 in this round's
+    # environment (already at the base commit); the docs now state only what holds in both: none below 0.180
+    assert on[-1][0] == 600 and later > 0.180 and "no pass goes below 0.180: stopping at step 400 lost nothing" in section
 
 
 def test_the_notebooks_next_step_saves_the_best_passs_weights_on_disk(tmp_path, monkeypatch):
