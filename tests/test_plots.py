@@ -426,11 +426,16 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
-    legend = cycling.get_legend()  # red's meaning inside the panel that shows red
-    assert legend is not None and once.get_legend() is None
-    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...",
-                                                          "read again in one pass"]
-    assert plots.validation_passes(_PANELS[1:]).axes[0].get_legend() is not None  # no red: the first panel
+    assert [p.get_xy() for p in cycling.patches if p.get_edgecolor() == (0.0, 0.0, 0.0, 1.0)] == [(-0.5, 0.5)]  # pass 2 starts at id 1
+    legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
+    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...", "read again in one pass",
+                                                          "a pass that starts partway through the set"]
+    short = plots.validation_passes([("too few", [[[0, 1]], [[2, 0]]])])  # each pass skips an id the other reads
+    gone = [p for p in short.axes[0].patches if p.get_hatch() == "///"]
+    assert [p.get_xy() for p in gone] == [(1.5, -0.5), (1.5, 0.5)]  # id 2 after pass 1's reads, id 1 after pass 2's
+    assert [t.get_text() for t in short.axes[0].texts] == ["0", "1", "2", "2", "0", "1"]
+    assert "not read in this pass" in [t.get_text() for t in short.legends[0].get_texts()]
+    assert len(plots.validation_passes(_PANELS[1:]).legends[0].get_texts()) == 2  # no red, no partway start: fills only
 
 
 def test_validation_passes_draws_which_training_batch_each_step_reads():
@@ -478,8 +483,9 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     diamond = back.lines[-1]
     assert list(diamond.get_xdata()) == [60] and list(diamond.get_ydata()) == [1.0] and diamond.get_marker() == "D"
     assert diamond.get_label() == "after fit: the best weights put back (1.000)"
-    arrow = back.texts[2]  # from the star to the diamond
-    assert arrow.xy == (60, 1.0) and arrow.xyann == (20, 1.0) and back.texts[3].get_text() == "1.000"
+    arrow = back.texts[2]  # from the star to the diamond, curved: weights copied back, not a loss between passes
+    assert arrow.xy == (60, 1.0) and arrow.xyann == (20, 1.0) and "rad=0.35" in arrow.arrowprops["connectionstyle"]
+    assert back.texts[3].get_text() == "weights copied back" and len(back.texts) == 4  # the diamond's value: legend
     still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
     assert [line.get_label() for line in still.lines] == ["validation loss of each pass",
                                                          "the best pass: its weights are kept"]

@@ -18,8 +18,8 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     ``patience``, when the last pass is at least ``patience`` passes after the best, the passes
     after the best are open red circles (the last one labelled with its value) and a dashed line at
     the last pass says where ``fit`` stopped. ``restored``: the loss of a pass on the weights ``fit``
-    left, a green diamond at the last step, labelled, with a dotted green arrow from the star (the
-    best weights put back). Log y axis with plain tick labels. Returns the Figure.
+    left, a green diamond at the last step (its value in the legend), with a curved green arrow from
+    the star, below the curve, labelled "weights copied back". Log y axis with plain tick labels. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
     >>> [line.get_label() for line in fig.axes[0].lines][:3]
@@ -48,20 +48,20 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
     labelled = [best] + ([len(curve) - 1] if len(curve) - 1 != best else [])  # the best and the last pass
-    for i in labelled:
+    for i in labelled:  # the best pass's value left of its star, the last pass's above its point
         ax.annotate(f"{losses[i]:.3f}", (steps[i], losses[i]), textcoords="offset points",
-                    xytext=(0, -14 if i == best else 10), ha="center", va="top" if i == best else "bottom",
-                    fontsize=9, color="0.2", zorder=5,
+                    xytext=(-12, -4) if i == best else (0, 10), ha="right" if i == best else "center",
+                    va="top" if i == best else "bottom", fontsize=9, color="0.2", zorder=5,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
-    if restored is not None:
+    if restored is not None:  # a curved arrow under the curve: weights copied back, not a loss between passes
         ax.annotate("", (steps[-1], restored), xytext=(best_step, losses[best]), zorder=3,
-                    arrowprops={"arrowstyle": "->", "color": COLORS[2], "lw": 1.6, "ls": ":",
-                                "shrinkA": 10, "shrinkB": 7})
+                    arrowprops={"arrowstyle": "-|>", "color": COLORS[2], "lw": 1.4, "ls": "--",
+                                "connectionstyle": "arc3,rad=0.35", "shrinkA": 10, "shrinkB": 7})
         ax.plot([steps[-1]], [restored], ls="none", marker="D", ms=9, color=COLORS[2], mec="white", zorder=4,
                 label=f"after fit: the best weights put back ({restored:.3f})")
-        ax.annotate(f"{restored:.3f}", (steps[-1], restored), textcoords="offset points", xytext=(0, -12),
-                    ha="center", va="top", fontsize=9, color="0.2", zorder=5,
-                    bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
+        ax.annotate("weights copied back", ((best_step + steps[-1]) / 2, min(losses[best], restored)),
+                    textcoords="offset points", xytext=(0, -24), ha="center", va="top", fontsize=9,
+                    color=COLORS[2], zorder=5)
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
@@ -222,10 +222,12 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
     each pass read, in order, one cell per example, its batch shown by alternating fills; a read of an
-    id that the same pass already read is filled red (the first read is not); "empty" marks a pass that read
-    nothing. Each panel is as wide as its longest pass, with no x axis (the cells carry the ids);
-    the first panel with a red cell (else the first panel) holds the legend of the fills, in a spare
-    row under the passes.
+    id that the same pass already read is filled red (the first read is not); the first cell of a pass
+    that starts at another id than the panel's first pass gets a black edge and a bold id; after the
+    ids a pass read, the panel's other ids (those it read in any pass) that this pass did not read,
+    grey and hatched; "empty" marks a pass that read nothing. Each panel is as wide as its longest
+    row, with no x axis (the cells carry the ids); one legend, under the panels, names only what
+    is drawn.
     ``panels_title`` heads the bottom row.
 
     >>> fig = validation_passes([("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
@@ -265,15 +267,20 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
         if reads_title:
             top.set_title(reads_title, fontsize=11)
 
-    widths = [max(1, max(len(ids) for ids in passes)) for passes in flat]
-    lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.03, wspace=0.08)
+    everything = [sorted({i for ids in passes for i in ids}) for passes in flat]  # the ids a panel ever reads
+    skipped = [[[i for i in every if i not in ids] if ids else [] for ids in passes]
+               for passes, every in zip(flat, everything)]  # ids a pass that read something did not read
+    widths = [max(1, max(len(ids) + len(gone) for ids, gone in zip(passes, missing)))
+              for passes, missing in zip(flat, skipped)]
+    lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.1, wspace=0.08)
     bottom_axes = lower.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
-    fills, red_fill = ("#c6dbef", "#fdd9b5"), "#f4a6a6"  # alternating: one fill per batch
+    fills, red_fill, gray_fill = ("#c6dbef", "#fdd9b5"), "#f4a6a6", "#eeeeee"  # alternating: one fill per batch
     rows = max(len(passes) for _, passes in panels)
-    any_red = []
+    seen = {"red": False, "skipped": False, "partway": False}
     for column, ((title, passes), ids_per_pass) in enumerate(zip(panels, flat)):
         ax = bottom_axes[column]
-        for row, (one, ids) in enumerate(zip(passes, ids_per_pass)):
+        start = next(ids[0] for ids in ids_per_pass if ids)  # where the panel's first pass starts
+        for row, (one, ids, gone) in enumerate(zip(passes, ids_per_pass, skipped[column])):
             if not ids:
                 ax.text((widths[column] - 1) / 2, row, "empty: nothing left to read", ha="center", va="center",
                         fontsize=9, color="0.4")
@@ -281,14 +288,23 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             for batch_number, batch in enumerate(one):
                 for value in batch:
                     twice = value in ids[:col]  # read before in this pass: this read red, not the first
-                    any_red += [column] if twice else []
-                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
+                    partway = col == 0 and value != start  # this pass starts somewhere else in the set
+                    seen["red"] |= twice
+                    seen["partway"] |= partway
+                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice or partway else 0.8,
                                                facecolor=red_fill if twice else fills[batch_number % 2],
-                                               edgecolor=COLORS[1] if twice else "white"))
-                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9)
+                                               edgecolor=COLORS[1] if twice else "black" if partway else "white"))
+                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9,
+                            fontweight="bold" if partway else "normal")
                     col += 1
+            for value in gone:  # never read in this pass: grey, hatched, after the ids it read
+                seen["skipped"] = True
+                ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=0.8, facecolor=gray_fill,
+                                           edgecolor="0.55", hatch="///"))
+                ax.text(col, row, int(value), ha="center", va="center", fontsize=9, color="0.45")
+                col += 1
         ax.set_xlim(-0.5, widths[column] - 0.5)
-        ax.set_ylim(rows + 0.15, -0.5)  # a spare strip under the passes, for the legend
+        ax.set_ylim(rows - 0.5, -0.5)
         ax.set_title(title, fontsize=10)
         ax.set_yticks(range(len(passes)), [f"pass {p}" for p in range(1, len(passes) + 1)] if column == 0 else [])
         ax.set_xticks([])
@@ -297,10 +313,13 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
         for side in ("left", "bottom"):
             ax.spines[side].set_visible(False)
     legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
-              Patch(facecolor=fills[1], label="batch 2, 4, ..."),
-              Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read again in one pass")]
-    bottom_axes[any_red[0] if any_red else 0].legend(handles=legend, loc="lower center", ncol=3, fontsize=8.5,
-                                                      handlelength=1.2, columnspacing=1.0, borderaxespad=0.1)
+              Patch(facecolor=fills[1], label="batch 2, 4, ...")]
+    legend += [Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read again in one pass")] * seen["red"]
+    legend += [Patch(facecolor=fills[0], edgecolor="black", lw=2,
+                     label="a pass that starts partway through the set")] * seen["partway"]
+    legend += [Patch(facecolor=gray_fill, edgecolor="0.55", hatch="///", label="not read in this pass")] * seen["skipped"]
+    lower.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=8.5, handlelength=1.2,
+                 columnspacing=1.2, frameon=False)
     if panels_title:
         lower.suptitle(panels_title, fontsize=11, y=0.97)
     return fig
