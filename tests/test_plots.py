@@ -432,9 +432,13 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
                                                           "a pass that starts partway through the set"]
     short = plots.validation_passes([("too few", [[[0, 1]], [[2, 0]]])])  # each pass skips an id the other reads
     gone = [p for p in short.axes[0].patches if p.get_hatch() == "///"]
-    assert [p.get_xy() for p in gone] == [(1.5, -0.5), (1.5, 0.5)]  # id 2 after pass 1's reads, id 1 after pass 2's
+    assert [p.get_xy() for p in gone] == [(2.5, -0.5), (2.5, 0.5)]  # id 2 after pass 1's reads and a gap; id 1 after pass 2's
+    assert [line.get_xdata()[0] for line in short.axes[0].lines] == [2, 2]  # the dotted line in the gap, each pass
+    tinted = plots.validation_passes(_PANELS, answer=2).axes
+    assert tinted[2].get_facecolor() != tinted[0].get_facecolor() and tinted[2].spines["top"].get_visible()
+    assert tinted[2].title.get_color() == plots.COLORS[2] and not tinted[0].spines["top"].get_visible()
     assert [t.get_text() for t in short.axes[0].texts] == ["0", "1", "2", "2", "0", "1"]
-    assert "not read in this pass" in [t.get_text() for t in short.legends[0].get_texts()]
+    assert "not read in this pass (after the dotted line)" in [t.get_text() for t in short.legends[0].get_texts()]
     assert len(plots.validation_passes(_PANELS[1:]).legends[0].get_texts()) == 2  # no red, no partway start: fills only
 
 
@@ -480,12 +484,13 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     assert [t.get_text() for t in ax.texts] == ["1.000", "1.200"]  # the best pass's value and the last's
     assert ax.get_yscale() == "log" and ax.get_title() == "kept"
     back = keep_best_curve(curve, 20, patience=2, restored=1.0).axes[0]  # a pass after fit: the best weights
-    diamond = back.lines[-1]
-    assert list(diamond.get_xdata()) == [60] and list(diamond.get_ydata()) == [1.0] and diamond.get_marker() == "D"
-    assert diamond.get_label() == "after fit: the best weights put back (1.000)"
-    arrow = back.texts[2]  # from the star to the diamond, curved: weights copied back, not a loss between passes
-    assert arrow.xy == (60, 1.0) and arrow.xyann == (20, 1.0) and "rad=0.35" in arrow.arrowprops["connectionstyle"]
-    assert back.texts[3].get_text() == "weights copied back" and len(back.texts) == 4  # the diamond's value: legend
+    diamond = back.lines[-1]  # right of the last pass: after fit, not a pass
+    assert list(diamond.get_xdata()) == [60 + 0.05 * 60] and list(diamond.get_ydata()) == [1.0]
+    assert diamond.get_marker() == "D" and diamond.get_label() == "after fit: the best weights put back (1.000)"
+    assert back.texts[2].get_text() == "after fit:\n1.000" and len(back.texts) == 3  # a label, no arrow
+    assert back.get_xlim()[1] > 60 + 0.05 * 60
+    low = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.05), (60, 1.5), (80, 1.3)], 20).axes[0]
+    assert [t.get_text() for t in low.texts] == ["1.000", "1.050", "1.300"]  # the next lowest pass is labelled too
     still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
     assert [line.get_label() for line in still.lines] == ["validation loss of each pass",
                                                          "the best pass: its weights are kept"]

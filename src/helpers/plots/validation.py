@@ -17,9 +17,10 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     by a line; the best pass (at ``best_step``) a large green star labelled with its value; with
     ``patience``, when the last pass is at least ``patience`` passes after the best, the passes
     after the best are open red circles (the last one labelled with its value) and a dashed line at
-    the last pass says where ``fit`` stopped. ``restored``: the loss of a pass on the weights ``fit``
-    left, a green diamond at the last step (its value in the legend), with a curved green arrow from
-    the star, below the curve, labelled "weights copied back". Log y axis with plain tick labels. Returns the Figure.
+    the last pass says where ``fit`` stopped. The lowest pass other than the best is labelled with its
+    value too (on a log axis it can look as low as the best). ``restored``: the loss of a pass on the
+    weights ``fit`` left, a green diamond right of the last step (not on the passes' line: it is not a
+    pass), labelled with its value; no arrow. Log y axis with plain tick labels. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
     >>> [line.get_label() for line in fig.axes[0].lines][:3]
@@ -47,27 +48,29 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
                 mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
-    labelled = [best] + ([len(curve) - 1] if len(curve) - 1 != best else [])  # the best and the last pass
-    for i in labelled:  # the best pass's value left of its star, the last pass's above its point
+    others = [i for i in range(len(curve)) if i != best]
+    runner_up = min(others, key=lambda i: losses[i]) if others else None  # the next lowest pass
+    labelled = [best] + [i for i in (runner_up, len(curve) - 1) if i is not None and i != best]
+    for i in dict.fromkeys(labelled):  # the best pass's value left of its star, the others above their points
         ax.annotate(f"{losses[i]:.3f}", (steps[i], losses[i]), textcoords="offset points",
                     xytext=(-12, -4) if i == best else (0, 10), ha="right" if i == best else "center",
                     va="top" if i == best else "bottom", fontsize=9, color="0.2", zorder=5,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
-    if restored is not None:  # a curved arrow under the curve: weights copied back, not a loss between passes
-        ax.annotate("", (steps[-1], restored), xytext=(best_step, losses[best]), zorder=3,
-                    arrowprops={"arrowstyle": "-|>", "color": COLORS[2], "lw": 1.4, "ls": "--",
-                                "connectionstyle": "arc3,rad=0.35", "shrinkA": 10, "shrinkB": 7})
-        ax.plot([steps[-1]], [restored], ls="none", marker="D", ms=9, color=COLORS[2], mec="white", zorder=4,
+    span = max(steps[-1] - steps[0], 1)
+    right = steps[-1] + 0.04 * span
+    if restored is not None:  # a marker and a label only, right of the stop: after fit, not a pass
+        where = steps[-1] + 0.05 * span
+        right = steps[-1] + 0.2 * span
+        ax.plot([where], [restored], ls="none", marker="D", ms=9, color=COLORS[2], mec="white", zorder=4,
                 label=f"after fit: the best weights put back ({restored:.3f})")
-        ax.annotate("weights copied back", ((best_step + steps[-1]) / 2, min(losses[best], restored)),
-                    textcoords="offset points", xytext=(0, -24), ha="center", va="top", fontsize=9,
-                    color=COLORS[2], zorder=5)
+        ax.annotate(f"after fit:\n{restored:.3f}", (where, restored), textcoords="offset points", xytext=(9, 0),
+                    ha="left", va="center", fontsize=9, color=COLORS[2], zorder=5)
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     low = min(losses + ([restored] if restored is not None else []))
     ax.set_ylim(low / 2.4, max(losses) * 1.6)  # room for the legend under the curve
-    ax.set_xlim(steps[0] - 0.04 * max(steps[-1] - steps[0], 1), steps[-1] + 0.04 * max(steps[-1] - steps[0], 1))
+    ax.set_xlim(steps[0] - 0.04 * span, right)
     ax.set_xticks(steps[::2] if len(steps) > 12 else steps)
     ax.set_xlabel("training step")
     ax.set_ylabel("validation loss (log scale)")
@@ -214,7 +217,8 @@ def validation_losses(curves: list[tuple[str, list[tuple[int, float]]]], *, trai
 
 def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                       reads: list[tuple[str, list[int]]] | None = None, eval_steps: list[int] | None = None,
-                      reads_title: str | None = None, panels_title: str | None = None) -> Any:
+                      reads_title: str | None = None, panels_title: str | None = None,
+                      answer: int | None = None) -> Any:
     """Notebook 04's picture, on ids only (no model): what each loop reads.
 
     Top, when ``reads`` is given (``(label, batch number read at each step)`` pairs, steps from 1):
@@ -223,9 +227,11 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
     each pass read, in order, one cell per example, its batch shown by alternating fills; a read of an
     id that the same pass already read is filled red (the first read is not); the first cell of a pass
-    that starts at another id than the panel's first pass gets a black edge and a bold id; after the
-    ids a pass read, the panel's other ids (those it read in any pass) that this pass did not read,
-    grey and hatched; "empty" marks a pass that read nothing. Each panel is as wide as its longest
+    that starts at another id than the panel's first pass gets a black edge and a bold id; the panel's
+    other ids (those it read in any pass) that this pass did not read, grey and hatched, after a gap
+    and a dotted line (not part of what the pass read); "empty" marks a pass that read nothing.
+    ``answer``: the index of the panel that shows the right way, drawn on a green tint with a green
+    frame and title. Each panel is as wide as its longest
     row, with no x axis (the cells carry the ids); one legend, under the panels, names only what
     is drawn.
     ``panels_title`` heads the bottom row.
@@ -270,7 +276,7 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     everything = [sorted({i for ids in passes for i in ids}) for passes in flat]  # the ids a panel ever reads
     skipped = [[[i for i in every if i not in ids] if ids else [] for ids in passes]
                for passes, every in zip(flat, everything)]  # ids a pass that read something did not read
-    widths = [max(1, max(len(ids) + len(gone) for ids, gone in zip(passes, missing)))
+    widths = [max(1, max(len(ids) + (len(gone) + 1 if gone else 0) for ids, gone in zip(passes, missing)))
               for passes, missing in zip(flat, skipped)]
     lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.1, wspace=0.08)
     bottom_axes = lower.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
@@ -297,7 +303,10 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                     ax.text(col, row, int(value), ha="center", va="center", fontsize=9,
                             fontweight="bold" if partway else "normal")
                     col += 1
-            for value in gone:  # never read in this pass: grey, hatched, after the ids it read
+            if gone:  # a gap and a dotted line: what follows was not read
+                ax.plot([col, col], [row - 0.45, row + 0.45], color="0.45", lw=1.2, ls=":")
+                col += 1
+            for value in gone:  # never read in this pass: grey, hatched, after the gap
                 seen["skipped"] = True
                 ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=0.8, facecolor=gray_fill,
                                            edgecolor="0.55", hatch="///"))
@@ -305,19 +314,26 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                 col += 1
         ax.set_xlim(-0.5, widths[column] - 0.5)
         ax.set_ylim(rows - 0.5, -0.5)
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=10, color=COLORS[2] if column == answer else "black",
+                     fontweight="bold" if column == answer else "normal")
         ax.set_yticks(range(len(passes)), [f"pass {p}" for p in range(1, len(passes) + 1)] if column == 0 else [])
         ax.set_xticks([])
         ax.tick_params(length=0)
         ax.grid(False)
-        for side in ("left", "bottom"):
-            ax.spines[side].set_visible(False)
+        for side in ("left", "bottom", "right", "top"):
+            ax.spines[side].set_visible(column == answer)
+            ax.spines[side].set_color(COLORS[2])
+            ax.spines[side].set_linewidth(2.5)
+        if column == answer:  # the right way: a green tint around its cells
+            ax.set_facecolor("#dff2dc")
+            ax.set_xlim(-0.75, widths[column] - 0.25)
+            ax.set_ylim(rows - 0.3, -0.7)
     legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
               Patch(facecolor=fills[1], label="batch 2, 4, ...")]
     legend += [Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read again in one pass")] * seen["red"]
     legend += [Patch(facecolor=fills[0], edgecolor="black", lw=2,
                      label="a pass that starts partway through the set")] * seen["partway"]
-    legend += [Patch(facecolor=gray_fill, edgecolor="0.55", hatch="///", label="not read in this pass")] * seen["skipped"]
+    legend += [Patch(facecolor=gray_fill, edgecolor="0.55", hatch="///", label="not read in this pass (after the dotted line)")] * seen["skipped"]
     lower.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=8.5, handlelength=1.2,
                  columnspacing=1.2, frameon=False)
     if panels_title:
