@@ -417,7 +417,8 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     cycling, once, fresh = fig.axes
     assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 2.5)]  # each panel as wide as its longest pass
     assert not cycling.get_xticks().size and not once.get_xticks().size  # no x axis: the cells carry the ids
-    assert len(cycling.patches) == 8 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read
+    assert len(cycling.patches) == 9 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read
+    # (and cycling's pass 2, which starts partway, one black outline around its whole row)
     assert [t.get_text() for t in once.texts].count("empty: nothing left to read") == 2
     red = matplotlib.colors.to_rgba(plots.COLORS[1])
     twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
@@ -426,7 +427,8 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
-    assert [p.get_xy() for p in cycling.patches if p.get_edgecolor() == (0.0, 0.0, 0.0, 1.0)] == [(-0.5, 0.5)]  # pass 2 starts at id 1
+    outlined = [p for p in cycling.patches if p.get_edgecolor() == (0.0, 0.0, 0.0, 1.0)]  # pass 2 starts at id 1
+    assert [(p.get_x(), p.get_width(), p.get_fill()) for p in outlined] == [(-0.5, 4, False)]  # its whole row
     legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
     assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...", "read again in one pass",
                                                           "a pass that starts partway through the set"]

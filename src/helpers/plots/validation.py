@@ -226,8 +226,9 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
     each pass read, in order, one cell per example, its batch shown by alternating fills; a read of an
-    id that the same pass already read is filled red (the first read is not); the first cell of a pass
-    that starts at another id than the panel's first pass gets a black edge and a bold id; the panel's
+    id that the same pass already read is filled red (the first read is not); a pass that starts at
+    another id than the panel's first pass has all its read cells outlined in black (a property of the
+    pass, not of one cell); the panel's
     other ids (those it read in any pass) that this pass did not read, grey and hatched, after a gap
     and a dotted line (not part of what the pass read); "empty" marks a pass that read nothing.
     ``answer``: the index of the panel that shows the right way, drawn on a green tint with a green
@@ -294,15 +295,16 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             for batch_number, batch in enumerate(one):
                 for value in batch:
                     twice = value in ids[:col]  # read before in this pass: this read red, not the first
-                    partway = col == 0 and value != start  # this pass starts somewhere else in the set
                     seen["red"] |= twice
-                    seen["partway"] |= partway
-                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice or partway else 0.8,
+                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
                                                facecolor=red_fill if twice else fills[batch_number % 2],
-                                               edgecolor=COLORS[1] if twice else "black" if partway else "white"))
-                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9,
-                            fontweight="bold" if partway else "normal")
+                                               edgecolor=COLORS[1] if twice else "white"))
+                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9)
                     col += 1
+            if ids and ids[0] != start:  # this pass starts somewhere else in the set: the whole row outlined
+                seen["partway"] = True
+                ax.add_patch(plt.Rectangle((-0.5, row - 0.42), len(ids), 0.84, lw=2.0, fill=False,
+                                           edgecolor="black", zorder=3))
             if gone:  # a gap and a dotted line: what follows was not read
                 ax.plot([col, col], [row - 0.45, row + 0.45], color="0.45", lw=1.2, ls=":")
                 col += 1
@@ -331,7 +333,7 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
               Patch(facecolor=fills[1], label="batch 2, 4, ...")]
     legend += [Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read again in one pass")] * seen["red"]
-    legend += [Patch(facecolor=fills[0], edgecolor="black", lw=2,
+    legend += [Patch(facecolor="none", edgecolor="black", lw=2,
                      label="a pass that starts partway through the set")] * seen["partway"]
     legend += [Patch(facecolor=gray_fill, edgecolor="0.55", hatch="///", label="not read in this pass (after the dotted line)")] * seen["skipped"]
     lower.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=8.5, handlelength=1.2,
