@@ -432,7 +432,8 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     cycling, once, fresh = fig.axes
     assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 2.5)]  # each panel as wide as its longest pass
     assert not cycling.get_xticks().size and not once.get_xticks().size  # no x axis: the cells carry the ids
-    assert len(cycling.patches) == 8 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read
+    assert len(cycling.patches) == 9 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read
+    # (and cycling's pass 2, which starts partway, one black outline around its whole row)
     assert [t.get_text() for t in once.texts].count("empty: nothing left to read") == 2
     red = matplotlib.colors.to_rgba(plots.COLORS[1])
     twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
@@ -441,11 +442,21 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
-    legend = cycling.get_legend()  # red's meaning inside the panel that shows red
-    assert legend is not None and once.get_legend() is None
-    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...",
-                                                          "read again in one pass"]
-    assert plots.validation_passes(_PANELS[1:]).axes[0].get_legend() is not None  # no red: the first panel
+    outlined = [p for p in cycling.patches if p.get_edgecolor() == (0.0, 0.0, 0.0, 1.0)]  # pass 2 starts at id 1
+    assert [(p.get_x(), p.get_width(), p.get_fill()) for p in outlined] == [(-0.5, 4, False)]  # its whole row
+    legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
+    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...", "read again in one pass",
+                                                          "a pass that starts partway through the set"]
+    short = plots.validation_passes([("too few", [[[0, 1]], [[2, 0]]])])  # each pass skips an id the other reads
+    gone = [p for p in short.axes[0].patches if p.get_hatch() == "///"]
+    assert [p.get_xy() for p in gone] == [(2.5, -0.5), (2.5, 0.5)]  # id 2 after pass 1's reads and a gap; id 1 after pass 2's
+    assert [line.get_xdata()[0] for line in short.axes[0].lines] == [2, 2]  # the dotted line in the gap, each pass
+    tinted = plots.validation_passes(_PANELS, answer=2).axes
+    assert tinted[2].get_facecolor() != tinted[0].get_facecolor() and tinted[2].spines["top"].get_visible()
+    assert tinted[2].title.get_color() == plots.COLORS[2] and not tinted[0].spines["top"].get_visible()
+    assert [t.get_text() for t in short.axes[0].texts] == ["0", "1", "2", "2", "0", "1"]
+    assert "not read in this pass (after the dotted line)" in [t.get_text() for t in short.legends[0].get_texts()]
+    assert len(plots.validation_passes(_PANELS[1:]).legends[0].get_texts()) == 2  # no red, no partway start: fills only
 
 
 def test_validation_passes_draws_which_training_batch_each_step_reads():
@@ -487,8 +498,16 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     assert list(counted.get_xdata()) == [40, 60] and counted.get_markerfacecolor() == "none"
     assert list(stop.get_xdata()) == [60, 60] and stop.get_label() == "fit stopped: 2 passes without a lower loss"
     assert matplotlib.colors.to_hex(counted.get_markeredgecolor()) == plots.COLORS[1]
-    assert [t.get_text() for t in ax.texts] == ["8.000", "1.000", "1.500", "1.200"]  # each pass's value
+    assert [t.get_text() for t in ax.texts] == ["1.000", "1.200"]  # the best pass's value and the last's
     assert ax.get_yscale() == "log" and ax.get_title() == "kept"
+    back = keep_best_curve(curve, 20, patience=2, restored=1.0).axes[0]  # a pass after fit: the best weights
+    diamond = back.lines[-1]  # right of the last pass: after fit, not a pass
+    assert list(diamond.get_xdata()) == [60 + 0.05 * 60] and list(diamond.get_ydata()) == [1.0]
+    assert diamond.get_marker() == "D" and diamond.get_label() == "after fit: the best weights put back (1.000)"
+    assert back.texts[2].get_text() == "after fit:\n1.000" and len(back.texts) == 3  # a label, no arrow
+    assert back.get_xlim()[1] > 60 + 0.05 * 60
+    low = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.05), (60, 1.5), (80, 1.3)], 20).axes[0]
+    assert [t.get_text() for t in low.texts] == ["1.000", "1.050", "1.300"]  # the next lowest pass is labelled too
     still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
     assert [line.get_label() for line in still.lines] == ["validation loss of each pass",
                                                          "the best pass: its weights are kept"]

@@ -382,7 +382,7 @@ def test_fit_steps_per_epoch_validates_a_full_pass_and_keeps_the_training_stream
     alone.fit(train, steps_per_epoch=3, epochs=2, shuffle=False, verbose=0)
     same = all((a == b).all() for a, b in zip(model.get_weights(), alone.get_weights()))
     assert logs["val_examples"] == [10, 10] and logs["examples"] == [12, 12] and same, lesson(
-        NB04, "Your own model: three lines",
+        NB04, "KeepBest on a model like yours",
         "fit(steps_per_epoch=K, validation_data=val_ds) reads every validation example once per epoch of K steps "
         "and does not disturb the training stream")
 
@@ -392,7 +392,7 @@ def test_keras_reads_a_third_element_as_sample_weights():
     model.compile(loss="mse")
     zero_weights = val.map(lambda x, y: (x, y, tf.zeros([tf.shape(x)[0]])))
     assert model.evaluate(zero_weights, verbose=0) == 0.0, lesson(
-        NB04, "Your own model: three lines",
+        NB04, "KeepBest on a model like yours",
         "a third element of a batch is a sample weight to Keras, so example ids ride in dict elements instead")
 
 
@@ -406,7 +406,7 @@ def test_keras_evaluate_adds_model_losses():
     penalty = float(sum(model.losses))
     gap = model.evaluate(val, verbose=0) - plain.evaluate(val, verbose=0)
     assert penalty > 0.01 and abs(gap - penalty) < 1e-5, lesson(
-        NB04, "Proof: Keras' own validation agrees with your loop", "model.evaluate adds model.losses (regularisers) to the loss it reports, as evaluate does")
+        NB04, "Proof: Keras agrees with your loop; `model.evaluate()` in a callback does not", "model.evaluate adds model.losses (regularisers) to the loss it reports, as evaluate does")
 
 
 def _nb04_writes_val_loss(keras):
@@ -433,7 +433,7 @@ def test_callbacks_after_see_a_steps_val_loss_and_history_and_early_stopping_do_
         history = model.fit(train, steps_per_epoch=6, epochs=2, callbacks=[_nb04_writes_val_loss(keras), spy, stop],
                             shuffle=False, verbose=0).history
     assert seen == [False, True] * 6 and list(history) == ["loss"] and stop.best is None, lesson(
-        NB04, "Inside `model.fit`: copy these three cells",
+        NB04, "The callback: copy these three cells",
         "a callback listed after one that writes logs['val_loss'] in on_train_batch_end sees it, while History "
         "and EarlyStopping read the epoch's logs, rebuilt from the compiled metrics, without it")
 

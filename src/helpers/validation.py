@@ -12,7 +12,7 @@ while the training iterator keeps its place.
   plus ``model.losses``, as Keras' ``model.evaluate`` reports it.
 * :class:`ValidationStream`: exact passes read from one long-lived iterator (cheaper per pass).
 * :func:`train_with_validation`: train ``steps`` steps, evaluate every ``every`` steps; a
-  :class:`History`. :class:`ValidateEvery`: the same inside ``model.fit`` (a callback), with the
+  :class:`History`. :class:`KeepBest`: the same inside ``model.fit`` (a callback), with the
   best weights kept and early stopping. :class:`ExampleCount`: a Keras metric counting examples.
 
 Batches are Keras' ``(x, y)`` or ``(x, y, sample_weight)`` (a third element is always a sample
@@ -50,7 +50,7 @@ from helpers.workers import cluster_workers, require_same_batch
 
 __all__ = [
     "FEATURES", "MAX_PER_CHUNK", "chunk_examples", "generated_dataset", "example_ids", "drop_ids", "collect",
-    "ValidationStream", "evaluate", "eval_trace_count", "History", "train_with_validation", "ValidateEvery",
+    "ValidationStream", "evaluate", "eval_trace_count", "History", "train_with_validation", "KeepBest",
     "ExampleCount",
 ]
 
@@ -337,7 +337,7 @@ def _train(train_steps: CompiledSteps, train_ds: Any, val_ds: ValidationStream |
     return history
 
 
-class ValidateEvery(keras.callbacks.Callback):
+class KeepBest(keras.callbacks.Callback):
     """A callback for ``model.fit``: one full pass over ``val_ds`` (:func:`evaluate`) before the
     first step and after every ``every`` training steps, counted across epochs.
 
@@ -350,7 +350,7 @@ class ValidateEvery(keras.callbacks.Callback):
 
     >>> model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1)])
     >>> model.compile(optimizer="sgd", loss="mse")
-    >>> callback = ValidateEvery(generated_dataset(4, 8, seed=1), 3, keras.losses.MeanSquaredError())
+    >>> callback = KeepBest(generated_dataset(4, 8, seed=1), 3, keras.losses.MeanSquaredError())
     >>> _ = model.fit(generated_dataset(None, 8), steps_per_epoch=6, callbacks=[callback], verbose=0)
     >>> [step for step, _ in callback.curve]
     [0, 3, 6]
@@ -379,7 +379,7 @@ class ValidateEvery(keras.callbacks.Callback):
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         if int(getattr(self.model, "steps_per_execution", 1) or 1) != 1:
-            raise ValueError("ValidateEvery needs compile(steps_per_execution=1): fit calls back once per "
+            raise ValueError("KeepBest needs compile(steps_per_execution=1): fit calls back once per "
                              f"{int(self.model.steps_per_execution)} steps, so passes would be skipped")
         step = int(self.model.optimizer.iterations)
         if not self.curve or self.curve[-1][0] != step:

@@ -12,14 +12,17 @@ __all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation
 
 
 def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
-                    title: str | None = None) -> Any:
+                    restored: float | None = None, title: str | None = None) -> Any:
     """What a keep-the-best callback saw: the validation loss of each pass ``(step, loss)``, joined
-    by a line, each point labelled with its value (below it at a dip); the best pass (at ``best_step``) a large green
-    star; with ``patience``, when the last pass is at least ``patience`` passes after the best, the
-    passes after the best are open red circles and a dashed line at the last pass says where ``fit``
-    stopped. Log y axis with plain tick labels. Returns the Figure.
+    by a line; the best pass (at ``best_step``) a large green star labelled with its value; with
+    ``patience``, when the last pass is at least ``patience`` passes after the best, the passes
+    after the best are open red circles (the last one labelled with its value) and a dashed line at
+    the last pass says where ``fit`` stopped. The lowest pass other than the best is labelled with its
+    value too (on a log axis it can look as low as the best). ``restored``: the loss of a pass on the
+    weights ``fit`` left, a green diamond right of the last step (not on the passes' line: it is not a
+    pass), labelled with its value; no arrow. Log y axis with plain tick labels. Returns the Figure.
 
-    >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2)
+    >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
     >>> [line.get_label() for line in fig.axes[0].lines][:3]
     ['validation loss of each pass', 'the best pass: its weights are kept', 'no lower loss than the best: patience counts these']
 
@@ -37,7 +40,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     after = list(range(best + 1, len(curve)))
     stopped = patience is not None and len(after) >= patience
     fig, ax = new_figure(width=9.0, height=3.8)
-    ax.plot(steps, losses, marker="o", ms=6, color=COLORS[0], lw=1.6, zorder=2, label="validation loss of each pass")
+    ax.plot(steps, losses, marker="o", ms=5, color=COLORS[0], lw=1.4, zorder=2, label="validation loss of each pass")
     ax.plot([best_step], [losses[best]], ls="none", marker="*", ms=20, color=COLORS[2], mec="white", mew=0.8,
             zorder=4, label="the best pass: its weights are kept")
     if stopped:
@@ -45,19 +48,30 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
                 mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
-    for i, (step, loss) in enumerate(curve):
-        gap = 14 if step == best_step else 9  # clear of the star
-        neighbours = losses[max(i - 1, 0):i] + losses[i + 1:i + 2]
-        valley = bool(neighbours) and loss < min(neighbours)  # a dip: its label below, off the line
-        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(0, -gap if valley else gap),
-                    ha="center", va="top" if valley else "bottom", fontsize=8, color="0.25", zorder=5,
+    others = [i for i in range(len(curve)) if i != best]
+    runner_up = min(others, key=lambda i: losses[i]) if others else None  # the next lowest pass
+    labelled = [best] + [i for i in (runner_up, len(curve) - 1) if i is not None and i != best]
+    for i in dict.fromkeys(labelled):  # the best pass's value left of its star, the others above their points
+        ax.annotate(f"{losses[i]:.3f}", (steps[i], losses[i]), textcoords="offset points",
+                    xytext=(-12, -4) if i == best else (0, 10), ha="right" if i == best else "center",
+                    va="top" if i == best else "bottom", fontsize=9, color="0.2", zorder=5,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
+    span = max(steps[-1] - steps[0], 1)
+    right = steps[-1] + 0.04 * span
+    if restored is not None:  # a marker and a label only, right of the stop: after fit, not a pass
+        where = steps[-1] + 0.05 * span
+        right = steps[-1] + 0.2 * span
+        ax.plot([where], [restored], ls="none", marker="D", ms=9, color=COLORS[2], mec="white", zorder=4,
+                label=f"after fit: the best weights put back ({restored:.3f})")
+        ax.annotate(f"after fit:\n{restored:.3f}", (where, restored), textcoords="offset points", xytext=(9, 0),
+                    ha="left", va="center", fontsize=9, color=COLORS[2], zorder=5)
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    ax.set_ylim(min(losses) / 2.4, max(losses) * 1.6)  # room for the legend under the curve
-    ax.set_xlim(steps[0] - 0.04 * max(steps[-1] - steps[0], 1), steps[-1] + 0.04 * max(steps[-1] - steps[0], 1))
-    ax.set_xticks(steps)
+    low = min(losses + ([restored] if restored is not None else []))
+    ax.set_ylim(low / 2.4, max(losses) * 1.6)  # room for the legend under the curve
+    ax.set_xlim(steps[0] - 0.04 * span, right)
+    ax.set_xticks(steps[::2] if len(steps) > 12 else steps)
     ax.set_xlabel("training step")
     ax.set_ylabel("validation loss (log scale)")
     ax.legend(loc="lower left", fontsize=9)
@@ -203,7 +217,8 @@ def validation_losses(curves: list[tuple[str, list[tuple[int, float]]]], *, trai
 
 def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                       reads: list[tuple[str, list[int]]] | None = None, eval_steps: list[int] | None = None,
-                      reads_title: str | None = None, panels_title: str | None = None) -> Any:
+                      reads_title: str | None = None, panels_title: str | None = None,
+                      answer: int | None = None) -> Any:
     """Notebook 04's picture, on ids only (no model): what each loop reads.
 
     Top, when ``reads`` is given (``(label, batch number read at each step)`` pairs, steps from 1):
@@ -211,10 +226,15 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
     each pass read, in order, one cell per example, its batch shown by alternating fills; a read of an
-    id that the same pass already read is filled red (the first read is not); "empty" marks a pass that read
-    nothing. Each panel is as wide as its longest pass, with no x axis (the cells carry the ids);
-    the first panel with a red cell (else the first panel) holds the legend of the fills, in a spare
-    row under the passes.
+    id that the same pass already read is filled red (the first read is not); a pass that starts at
+    another id than the panel's first pass has all its read cells outlined in black (a property of the
+    pass, not of one cell); the panel's
+    other ids (those it read in any pass) that this pass did not read, grey and hatched, after a gap
+    and a dotted line (not part of what the pass read); "empty" marks a pass that read nothing.
+    ``answer``: the index of the panel that shows the right way, drawn on a green tint with a green
+    frame and title. Each panel is as wide as its longest
+    row, with no x axis (the cells carry the ids); one legend, under the panels, names only what
+    is drawn.
     ``panels_title`` heads the bottom row.
 
     >>> fig = validation_passes([("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1], [2]], []])],
@@ -254,15 +274,20 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
         if reads_title:
             top.set_title(reads_title, fontsize=11)
 
-    widths = [max(1, max(len(ids) for ids in passes)) for passes in flat]
-    lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.03, wspace=0.08)
+    everything = [sorted({i for ids in passes for i in ids}) for passes in flat]  # the ids a panel ever reads
+    skipped = [[[i for i in every if i not in ids] if ids else [] for ids in passes]
+               for passes, every in zip(flat, everything)]  # ids a pass that read something did not read
+    widths = [max(1, max(len(ids) + (len(gone) + 1 if gone else 0) for ids, gone in zip(passes, missing)))
+              for passes, missing in zip(flat, skipped)]
+    lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.1, wspace=0.08)
     bottom_axes = lower.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
-    fills, red_fill = ("#c6dbef", "#fdd9b5"), "#f4a6a6"  # alternating: one fill per batch
+    fills, red_fill, gray_fill = ("#c6dbef", "#fdd9b5"), "#f4a6a6", "#eeeeee"  # alternating: one fill per batch
     rows = max(len(passes) for _, passes in panels)
-    any_red = []
+    seen = {"red": False, "skipped": False, "partway": False}
     for column, ((title, passes), ids_per_pass) in enumerate(zip(panels, flat)):
         ax = bottom_axes[column]
-        for row, (one, ids) in enumerate(zip(passes, ids_per_pass)):
+        start = next(ids[0] for ids in ids_per_pass if ids)  # where the panel's first pass starts
+        for row, (one, ids, gone) in enumerate(zip(passes, ids_per_pass, skipped[column])):
             if not ids:
                 ax.text((widths[column] - 1) / 2, row, "empty: nothing left to read", ha="center", va="center",
                         fontsize=9, color="0.4")
@@ -270,26 +295,49 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             for batch_number, batch in enumerate(one):
                 for value in batch:
                     twice = value in ids[:col]  # read before in this pass: this read red, not the first
-                    any_red += [column] if twice else []
+                    seen["red"] |= twice
                     ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
                                                facecolor=red_fill if twice else fills[batch_number % 2],
                                                edgecolor=COLORS[1] if twice else "white"))
                     ax.text(col, row, int(value), ha="center", va="center", fontsize=9)
                     col += 1
+            if ids and ids[0] != start:  # this pass starts somewhere else in the set: the whole row outlined
+                seen["partway"] = True
+                ax.add_patch(plt.Rectangle((-0.5, row - 0.42), len(ids), 0.84, lw=2.0, fill=False,
+                                           edgecolor="black", zorder=3))
+            if gone:  # a gap and a dotted line: what follows was not read
+                ax.plot([col, col], [row - 0.45, row + 0.45], color="0.45", lw=1.2, ls=":")
+                col += 1
+            for value in gone:  # never read in this pass: grey, hatched, after the gap
+                seen["skipped"] = True
+                ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=0.8, facecolor=gray_fill,
+                                           edgecolor="0.55", hatch="///"))
+                ax.text(col, row, int(value), ha="center", va="center", fontsize=9, color="0.45")
+                col += 1
         ax.set_xlim(-0.5, widths[column] - 0.5)
-        ax.set_ylim(rows + 0.15, -0.5)  # a spare strip under the passes, for the legend
-        ax.set_title(title, fontsize=10)
+        ax.set_ylim(rows - 0.5, -0.5)
+        ax.set_title(title, fontsize=10, color=COLORS[2] if column == answer else "black",
+                     fontweight="bold" if column == answer else "normal")
         ax.set_yticks(range(len(passes)), [f"pass {p}" for p in range(1, len(passes) + 1)] if column == 0 else [])
         ax.set_xticks([])
         ax.tick_params(length=0)
         ax.grid(False)
-        for side in ("left", "bottom"):
-            ax.spines[side].set_visible(False)
+        for side in ("left", "bottom", "right", "top"):
+            ax.spines[side].set_visible(column == answer)
+            ax.spines[side].set_color(COLORS[2])
+            ax.spines[side].set_linewidth(2.5)
+        if column == answer:  # the right way: a green tint around its cells
+            ax.set_facecolor("#dff2dc")
+            ax.set_xlim(-0.75, widths[column] - 0.25)
+            ax.set_ylim(rows - 0.3, -0.7)
     legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
-              Patch(facecolor=fills[1], label="batch 2, 4, ..."),
-              Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read again in one pass")]
-    bottom_axes[any_red[0] if any_red else 0].legend(handles=legend, loc="lower center", ncol=3, fontsize=8.5,
-                                                      handlelength=1.2, columnspacing=1.0, borderaxespad=0.1)
+              Patch(facecolor=fills[1], label="batch 2, 4, ...")]
+    legend += [Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read again in one pass")] * seen["red"]
+    legend += [Patch(facecolor="none", edgecolor="black", lw=2,
+                     label="a pass that starts partway through the set")] * seen["partway"]
+    legend += [Patch(facecolor=gray_fill, edgecolor="0.55", hatch="///", label="not read in this pass (after the dotted line)")] * seen["skipped"]
+    lower.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=8.5, handlelength=1.2,
+                 columnspacing=1.2, frameon=False)
     if panels_title:
         lower.suptitle(panels_title, fontsize=11, y=0.97)
     return fig
