@@ -71,7 +71,7 @@ def test_held_vs_leaky_joins_only_the_held_runs_accepted_points():
         "batch held: accepted points, all on batch 0",
         "next() in the loss: accepted points, each on its own batch (not comparable)",
         "rejected trial (normal in both runs)"]
-    assert ax.get_xlabel() == "evaluation (one call of fun)"
+    assert ax.get_xlabel() == "evaluation (one call of fun); held run just left of it, next() run just right"
     assert "\n" not in ax.get_title()  # one line
     crosses = [line for line in ax.lines if line.get_marker() == "x" and len(line.get_xdata())]
     paths = [line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
@@ -92,18 +92,24 @@ def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
 def test_held_vs_leaky_labels_a_last_point_at_exactly_the_weights_before():
     points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5) + 3e-3, np.full(2, 0.5)]
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
-    label = fig.axes[1].texts[-1]
-    assert label.get_text() == "old weights (of 3), new batch (4):\nthe loss rose, so SciPy stops"
-    arrows = [t for t in fig.axes[1].texts if t.get_text() == "" and t.arrow_patch is not None]
+    ax = fig.axes[1]
+    label = ax.texts[-1]
+    assert label.get_text() == "SciPy stops here: the weights of 3\non batch 4, a higher loss"
+    arrows = [t for t in ax.texts if t.get_text() == "" and t.arrow_patch is not None]
     shift = plots.decoupling.DODGE
-    assert len(arrows) == 1 and np.allclose(arrows[0].xy, [5 + shift, 8.1])  # from the old weights' point ...
-    assert np.allclose(arrows[0].xyann, [3 + shift, 2.0])  # ... (evaluation 3) to the last one
+    assert len(arrows) == 1 and np.allclose(arrows[0].xy, [5 + shift, 8.1])  # between the last point ...
+    assert np.allclose(arrows[0].xyann, [3 + shift, 2.0])  # ... and the old weights' point (evaluation 3)
+    assert arrows[0].arrowprops["arrowstyle"] == "<->" and "rad" in arrows[0].arrowprops["connectionstyle"]
+    assert "same weights,\nnew batch" in [t.get_text() for t in ax.texts]  # a relation, not a path
+    marks = _marks(ax)  # the stop is an open square, not an accepted dot
+    assert marks["s"] == [5 + shift] and 5 + shift not in marks["o"] and 3 + shift in marks["o"]
+    assert ax.get_legend().get_texts()[-1].get_text().startswith("next() in the loss: where SciPy stops")
     assert np.allclose(label.xy, [5 + plots.decoupling.DODGE, 8.1])  # at the leaky run's last point
     assert max(len(line) for t in fig.axes[1].texts for line in t.get_text().splitlines()) <= 40  # short lines
     points[4] = points[4] + 1e-12  # nearly, not exactly, the same weights: no label, no arrow
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     assert fig.axes[1].texts[-1].get_text() == "stops after 5: 'converged'"
-    assert "" not in [t.get_text() for t in fig.axes[1].texts]
+    assert "" not in [t.get_text() for t in fig.axes[1].texts] and "s" not in _marks(fig.axes[1])
 
 
 def test_held_vs_leaky_says_the_held_run_stopped_at_its_cap_not_by_converging():

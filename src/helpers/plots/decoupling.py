@@ -11,7 +11,7 @@ from helpers.plots._style import COLORS, apply_style
 
 __all__ = ["held_vs_leaky"]
 
-DODGE = 0.15  # held_vs_leaky: how far each run's points sit left (held) and right (leaky) of their column
+DODGE = 0.1  # held_vs_leaky: how far each run's points sit left (held) and right (leaky) of their column
 
 
 def _check(name: str, losses: Any, accepted: Any) -> None:
@@ -68,10 +68,12 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     evaluation is labelled; the leaky run's label says 'converged' when its last evaluation is an
     accepted point whose loss rose: SciPy's L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1)
     <= ftol, which any rise satisfies. When that point is at exactly the weights of the accepted one
-    before (the line search ended with a step of 0; needs ``leaky_points``), a dotted grey arrow runs
-    from that earlier point to it and the label says "old weights (of k), new batch (j):\nthe loss
-    rose, so SciPy stops". The legend, under the axes, says that the leaky run's points do not
-    compare, and that rejected trials are normal in both runs.
+    before (the line search ended with a step of 0; needs ``leaky_points``), it is drawn as an open
+    square, not a dot (it is where SciPy stops, not a step), a dashed curved double arrow labelled
+    "same weights,\nnew batch" joins it to that earlier point (a relation, not a path), and the label
+    says "SciPy stops here: the weights of k\non batch j, a higher loss". The legend, under the axes,
+    says that the leaky run's points do not compare, that rejected trials are normal in both runs, and
+    (with the square) where SciPy stops.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
     >>> strip, ax = fig.axes
@@ -106,21 +108,30 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=9, mew=2, zorder=4,
                 path_effects=halo)
     right = np.arange(1, len(seen) + 1) + DODGE
-    ax.semilogy(right[leaky_path], seen[leaky_path], "o", color=COLORS[1], ms=6)   # not joined: other batches
+    accepted = np.flatnonzero(leaky_path)
+    rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
+    same = (rose and leaky_points is not None  # the last "step" kept the weights: SciPy's stop, not a step
+            and np.array_equal(np.asarray(leaky_points[accepted[-1]]), np.asarray(leaky_points[accepted[-2]])))
+    dots = leaky_path.copy()
+    if same:
+        dots[-1] = False
+        ax.semilogy(right[-1:], seen[-1:], "s", color=COLORS[1], mfc="white", mew=2, ms=9, zorder=5)
+    ax.semilogy(right[dots], seen[dots], "o", color=COLORS[1], ms=6)   # not joined: other batches
     ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=9, mew=2, zorder=4,
                 path_effects=halo)
     ax.annotate("start", (1, max(values[0], seen[0])), textcoords="offset points", xytext=(0, 8), ha="center",
                 fontsize=9)
 
-    accepted = np.flatnonzero(leaky_path)
-    rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
     stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
-    if rose and leaky_points is not None:
+    if same:
         a, b = accepted[-2], accepted[-1]
-        if np.array_equal(np.asarray(leaky_points[b]), np.asarray(leaky_points[a])):  # the last "step" kept the weights
-            ax.annotate("", (right[b], seen[b]), (right[a], seen[a]),
-                        arrowprops={"arrowstyle": "->", "color": "0.45", "linestyle": ":", "lw": 1.5})
-            stop = f"old weights (of {a + 1}), new batch ({b}):\nthe loss rose, so SciPy stops"
+        # a curved double arrow between two points with equal weights: a relation, not a path
+        ax.annotate("", (right[b], seen[b]), (right[a], seen[a]),
+                    arrowprops={"arrowstyle": "<->", "color": "0.45", "linestyle": "--", "lw": 1.2,
+                                "connectionstyle": "arc3,rad=-0.35", "shrinkA": 5, "shrinkB": 7})
+        ax.annotate("same weights,\nnew batch", ((right[a] + right[b]) / 2, np.sqrt(seen[a] * seen[b])),
+                    textcoords="offset points", xytext=(0, 44), ha="center", fontsize=8.5, color="0.35")
+        stop = f"SciPy stops here: the weights of {a + 1}\non batch {b}, a higher loss"
     held_stop = f"stops after {len(values)} evaluations"
     if max_iterations is not None and len(held_accepted) >= max_iterations:  # the cap, not convergence
         held_stop = f"stops at its cap of {max_iterations} iterations"
@@ -137,12 +148,15 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     labels = ["batch held: accepted points, all on batch 0",
               "next() in the loss: accepted points, each on its own batch (not comparable)",
               "rejected trial (normal in both runs)"]
+    if same:
+        handles.append(mark("s", COLORS[1], mfc="white", mew=2, ms=9))
+        labels.append("next() in the loss: where SciPy stops (weights it had already evaluated)")
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)}, loc="upper center",
               bbox_to_anchor=(0.5, -0.16), ncol=1, fontsize=9)
     ax.set_xlim(0.4, max(len(values), len(seen)) + 0.6)
     ax.set_xticks(range(1, max(len(values), len(seen)) + 1))  # one tick per evaluation (column)
     ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 4)
-    ax.set_xlabel("evaluation (one call of fun)")
+    ax.set_xlabel("evaluation (one call of fun); held run just left of it, next() run just right")
     ax.set_ylabel("loss on the batch it read (log)")
     ax.set_title("Batch held: the loss keeps falling. next() in the loss: SciPy stops early", fontsize=11)
     fig.tight_layout()
