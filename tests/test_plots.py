@@ -61,11 +61,14 @@ def test_held_vs_leaky_joins_only_the_held_runs_accepted_points():
     assert _lines(ax, ":") == []  # rejected trials are crosses in both runs, joined to nothing
     marks = _marks(ax)
     assert "s" not in marks and sorted(marks["x"]) == [2 - shift, 2 + shift]  # every rejected trial a cross
+    assert all(line.get_alpha() == 0.5 and line.get_markersize() < 9 for line in ax.lines
+               if line.get_marker() == "x")  # light and small: not the point of the picture
     assert sorted(marks["o"]) == sorted([1 - shift, 3 - shift, 4 - shift, 5 - shift, 1 + shift, 3 + shift])
     low, high = ax.get_ylim()
     assert 0.1 / 3 < low <= 0.1 and 430.0 <= high <= 430.0 * 4  # every point on the scale, no empty decade
     texts = [t.get_text() for t in ax.texts]
-    assert texts == ["start", "stops after 5 evaluations", "stops after 3 evaluations"]  # no same-weights label
+    assert texts == ["start", "red dots: each on another batch,\nnot comparable with blue or each other", "stops after 5 evaluations",
+                     "stops after 3 evaluations"]  # the note by the red dots; no arrow label
     legend = ax.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == [
         "batch held: accepted points, all on batch 0",
@@ -94,13 +97,13 @@ def test_held_vs_leaky_labels_a_last_point_at_exactly_the_weights_before():
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     ax = fig.axes[1]
     label = ax.texts[-1]
-    assert label.get_text() == "SciPy stops here: the weights of 3\non batch 4, a higher loss"
+    assert label.get_text() == "SciPy stops here"
     arrows = [t for t in ax.texts if t.get_text() == "" and t.arrow_patch is not None]
     shift = plots.decoupling.DODGE
     assert len(arrows) == 1 and np.allclose(arrows[0].xy, [5 + shift, 8.1])  # between the last point ...
     assert np.allclose(arrows[0].xyann, [3 + shift, 2.0])  # ... and the old weights' point (evaluation 3)
-    assert arrows[0].arrowprops["arrowstyle"] == "<->" and "rad" in arrows[0].arrowprops["connectionstyle"]
-    assert "same weights,\nnew batch" in [t.get_text() for t in ax.texts]  # a relation, not a path
+    assert arrows[0].arrowprops["arrowstyle"] == "->" and "rad" in arrows[0].arrowprops["connectionstyle"]
+    assert "SciPy went back to 3's weights;\nbatch 4 gave them a higher loss" in [t.get_text() for t in ax.texts]
     marks = _marks(ax)  # the stop is an open square, not an accepted dot
     assert marks["s"] == [5 + shift] and 5 + shift not in marks["o"] and 3 + shift in marks["o"]
     assert ax.get_legend().get_texts()[-1].get_text().startswith("next() in the loss: where SciPy stops")
@@ -114,9 +117,9 @@ def test_held_vs_leaky_labels_a_last_point_at_exactly_the_weights_before():
 
 def test_held_vs_leaky_says_the_held_run_stopped_at_its_cap_not_by_converging():
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=2)
-    assert fig.axes[1].texts[1].get_text() == "stops at its cap of 2 iterations"
+    assert fig.axes[1].texts[2].get_text() == "stops at its cap of 2 iterations"
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=5)
-    assert fig.axes[1].texts[1].get_text() == "stops after 3 evaluations"  # under its cap: no claim
+    assert fig.axes[1].texts[2].get_text() == "stops after 3 evaluations"  # under its cap: no claim
     with pytest.raises(ValueError, match="max_iterations must be >= 1"):
         plots.held_vs_leaky([133.0], [], [133.0], [], max_iterations=0)
 

@@ -69,9 +69,10 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     accepted point whose loss rose: SciPy's L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1)
     <= ftol, which any rise satisfies. When that point is at exactly the weights of the accepted one
     before (the line search ended with a step of 0; needs ``leaky_points``), it is drawn as an open
-    square, not a dot (it is where SciPy stops, not a step), a dashed curved double arrow labelled
-    "same weights,\nnew batch" joins it to that earlier point (a relation, not a path), and the label
-    says "SciPy stops here: the weights of k\non batch j, a higher loss". The legend, under the axes,
+    square, not a dot (it is where SciPy stops, not a step), labelled "SciPy stops here", and a dashed
+    curved arrow runs from that earlier point to it, labelled "SciPy went back to k's weights;\nbatch j
+    gave them a higher loss". A note in the top right corner says the red dots do not compare. Rejected
+    trials are small, light crosses. The legend, under the axes,
     says that the leaky run's points do not compare, that rejected trials are normal in both runs, and
     (with the square) where SciPy stops.
 
@@ -105,8 +106,8 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     halo = [patheffects.withStroke(linewidth=4, foreground="white")]  # a cross stays visible over a line
     left = np.arange(1, len(values) + 1) - DODGE
     ax.semilogy(left[held_path], values[held_path], "-o", color=COLORS[0], lw=2, ms=5)
-    ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=9, mew=2, zorder=4,
-                path_effects=halo)
+    ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=6, mew=1.2, alpha=0.5,
+                zorder=4, path_effects=halo)   # rejected trials: light, not the point of the picture
     right = np.arange(1, len(seen) + 1) + DODGE
     accepted = np.flatnonzero(leaky_path)
     rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
@@ -117,21 +118,24 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         dots[-1] = False
         ax.semilogy(right[-1:], seen[-1:], "s", color=COLORS[1], mfc="white", mew=2, ms=9, zorder=5)
     ax.semilogy(right[dots], seen[dots], "o", color=COLORS[1], ms=6)   # not joined: other batches
-    ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=9, mew=2, zorder=4,
-                path_effects=halo)
+    ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=6, mew=1.2, alpha=0.5,
+                zorder=4, path_effects=halo)
     ax.annotate("start", (1, max(values[0], seen[0])), textcoords="offset points", xytext=(0, 8), ha="center",
                 fontsize=9)
+    ax.text(0.99, 0.97, "red dots: each on another batch,\nnot comparable with blue or each other",
+            transform=ax.transAxes, ha="right", va="top", fontsize=8.5, color=COLORS[1])
 
     stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
     if same:
         a, b = accepted[-2], accepted[-1]
-        # a curved double arrow between two points with equal weights: a relation, not a path
+        # a curved arrow from the earlier point to the stop: SciPy went back to those weights
         ax.annotate("", (right[b], seen[b]), (right[a], seen[a]),
-                    arrowprops={"arrowstyle": "<->", "color": "0.45", "linestyle": "--", "lw": 1.2,
+                    arrowprops={"arrowstyle": "->", "color": "0.45", "linestyle": "--", "lw": 1.2,
                                 "connectionstyle": "arc3,rad=-0.35", "shrinkA": 5, "shrinkB": 7})
-        ax.annotate("same weights,\nnew batch", ((right[a] + right[b]) / 2, np.sqrt(seen[a] * seen[b])),
+        ax.annotate(f"SciPy went back to {a + 1}'s weights;\nbatch {b} gave them a higher loss",
+                    ((right[a] + right[b]) / 2, np.sqrt(seen[a] * seen[b])),
                     textcoords="offset points", xytext=(0, 44), ha="center", fontsize=8.5, color="0.35")
-        stop = f"SciPy stops here: the weights of {a + 1}\non batch {b}, a higher loss"
+        stop = "SciPy stops here"
     held_stop = f"stops after {len(values)} evaluations"
     if max_iterations is not None and len(held_accepted) >= max_iterations:  # the cap, not convergence
         held_stop = f"stops at its cap of {max_iterations} iterations"
@@ -144,7 +148,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         return ax.plot([], [], style, color=color, **kw)[0]
 
     handles = [mark("-o", COLORS[0], lw=2, ms=5), mark("o", COLORS[1], ms=6),
-               (mark("x", COLORS[0], ms=9, mew=2), mark("x", COLORS[1], ms=9, mew=2))]
+               (mark("x", COLORS[0], ms=6, mew=1.2, alpha=0.5), mark("x", COLORS[1], ms=6, mew=1.2, alpha=0.5))]
     labels = ["batch held: accepted points, all on batch 0",
               "next() in the loss: accepted points, each on its own batch (not comparable)",
               "rejected trial (normal in both runs)"]
