@@ -1087,7 +1087,8 @@ def test_adam_at_its_best_rate_needs_more_passes_than_lbfgs_to_reach_lbfgs_loss(
 
 
 def test_summing_rows_in_another_order_moves_a_float32_loss_past_scipys_stop_test_but_not_a_float64_one():
-    """Notebook 01's "Why float64" cell (round 23): the loss of predicting 0 on the stand-in targets
+    """Notebook 01's "Why float64" cell in round 23's second edit (replaced by a run in the third): the
+    loss of predicting 0 on the stand-in targets
     (about 1.43), summed forwards and backwards, differs by more than SciPy's ftol (1e7 * eps, 2.2e-9)
     in float32 and by far less in float64."""
     _, targets = _rows()
