@@ -44,8 +44,8 @@ def test_01_an_eager_fifo_queue_reports_its_size_and_ends_with_out_of_range():
     queue.close()
     held = queue.dequeue()
     fact = "an eager tf.queue.FIFOQueue dequeues once per call, reports its size, and raises OutOfRangeError when closed and empty"
-    assert int(tf.reduce_sum(held)) == 1 and int(queue.size()) == 1, lesson(NB01, "Then (TF1), optional: the queue advances whenever the graph reads it", fact)
-    assert int(tf.reduce_sum(held)) == 1 and int(queue.size()) == 1, lesson(NB01, "Then (TF1), optional: the queue advances whenever the graph reads it", fact)
+    assert int(tf.reduce_sum(held)) == 1 and int(queue.size()) == 1, lesson(NB01, "Then (TF1), optional: the queue advances at every read", fact)
+    assert int(tf.reduce_sum(held)) == 1 and int(queue.size()) == 1, lesson(NB01, "Then (TF1), optional: the queue advances at every read", fact)
     queue.dequeue()
     with pytest.raises(tf.errors.OutOfRangeError):
         queue.dequeue()

@@ -11,7 +11,7 @@ from helpers.plots._style import COLORS, apply_style
 
 __all__ = ["held_vs_leaky"]
 
-DODGE = 0.25  # held_vs_leaky: how far each run's points sit left (held) and right (leaky) of their column
+DODGE = 0.1  # held_vs_leaky: how far each run's points sit left (held) and right (leaky) of their column
 
 
 def _check(name: str, losses: Any, accepted: Any) -> None:
@@ -59,19 +59,22 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     is labelled as stopped at the cap, so that its end does not read as convergence.
 
     Top panel: the batch each evaluation read (one batch for many evaluations, or one per evaluation).
-    Bottom panel, losses on a log scale, both runs drawn by the same rules: accepted points (the start
-    included) are dots joined by a line, the held run's thick, the leaky run's thin; rejected trial
-    steps are crosses joined to nothing. In each column the held run's point sits a little left of the
-    evaluation number and the leaky run's a little right (``DODGE``, said in the x label), the start
-    included, so that no point hides behind the other run's; crosses have a white outline and sit over
-    the lines. A "start" label sits over column 1. Each run's last evaluation is labelled; the leaky
-    run's label says 'converged' when its last evaluation is an accepted point whose loss rose: SciPy's
-    L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies. When
-    that point is at exactly the weights of the accepted one before (the line search ended with a step
-    of 0; needs ``leaky_points``), the label says so and why a rise stops SciPy: "accepted: the weights
-    of k, on batch j; the loss did not fall, and SciPy stops when it falls too little". The legend,
-    under the axes, says that the leaky run's accepted points are each on a different batch, and that
-    rejected trials are normal in both runs.
+    Bottom panel, losses on a log scale: accepted points (the start included) are dots, rejected trial
+    steps are crosses. The held run's accepted points, all on one batch, are joined by a thick line (a
+    trajectory); the leaky run's are not joined, since each is on another batch and their losses do
+    not compare. In each column the held run's point sits a little left of the evaluation number and
+    the leaky run's a little right (``DODGE``), so that no point hides behind the other run's; crosses
+    have a white outline and sit over the line. A "start" label sits over column 1. Each run's last
+    evaluation is labelled; the leaky run's label says 'converged' when its last evaluation is an
+    accepted point whose loss rose: SciPy's L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1)
+    <= ftol, which any rise satisfies. When that point is at exactly the weights of the accepted one
+    before (the line search ended with a step of 0; needs ``leaky_points``), it is drawn as an open
+    square, not a dot (it is where SciPy stops, not a step), labelled "SciPy stops here", and a dashed
+    curved arrow runs from that earlier point to it, labelled "SciPy went back to k's weights;\nbatch j
+    gave them a higher loss". A note in the top right corner says the red dots do not compare. Rejected
+    trials are small, light crosses. The legend, under the axes,
+    says that the leaky run's points do not compare, that rejected trials are normal in both runs, and
+    (with the square) where SciPy stops.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
     >>> strip, ax = fig.axes
@@ -103,23 +106,36 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     halo = [patheffects.withStroke(linewidth=4, foreground="white")]  # a cross stays visible over a line
     left = np.arange(1, len(values) + 1) - DODGE
     ax.semilogy(left[held_path], values[held_path], "-o", color=COLORS[0], lw=2, ms=5)
-    ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=9, mew=2, zorder=4,
-                path_effects=halo)
+    ax.semilogy(left[~held_path], values[~held_path], "x", color=COLORS[0], ms=6, mew=1.2, alpha=0.5,
+                zorder=4, path_effects=halo)   # rejected trials: light, not the point of the picture
     right = np.arange(1, len(seen) + 1) + DODGE
-    ax.semilogy(right[leaky_path], seen[leaky_path], "-o", color=COLORS[1], lw=1, ms=5)
-    ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=9, mew=2, zorder=4,
-                path_effects=halo)
-    ax.annotate("start", (1, max(values[0], seen[0])), textcoords="offset points", xytext=(0, 8), ha="center",
-                fontsize=9)
-
     accepted = np.flatnonzero(leaky_path)
     rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
+    same = (rose and leaky_points is not None  # the last "step" kept the weights: SciPy's stop, not a step
+            and np.array_equal(np.asarray(leaky_points[accepted[-1]]), np.asarray(leaky_points[accepted[-2]])))
+    dots = leaky_path.copy()
+    if same:
+        dots[-1] = False
+        ax.semilogy(right[-1:], seen[-1:], "s", color=COLORS[1], mfc="white", mew=2, ms=9, zorder=5)
+    ax.semilogy(right[dots], seen[dots], "o", color=COLORS[1], ms=6)   # not joined: other batches
+    ax.semilogy(right[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=6, mew=1.2, alpha=0.5,
+                zorder=4, path_effects=halo)
+    ax.annotate("start", (1, max(values[0], seen[0])), textcoords="offset points", xytext=(0, 8), ha="center",
+                fontsize=9)
+    ax.text(0.99, 0.97, "red dots: each on another batch,\nnot comparable with blue or each other",
+            transform=ax.transAxes, ha="right", va="top", fontsize=8.5, color=COLORS[1])
+
     stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
-    if rose and leaky_points is not None:
+    if same:
         a, b = accepted[-2], accepted[-1]
-        if np.array_equal(np.asarray(leaky_points[b]), np.asarray(leaky_points[a])):  # the last "step" kept the weights
-            stop = (f"accepted: the weights of {a + 1}, on batch {b};\nthe loss did not fall, and SciPy stops\n"
-                    "when it falls too little: 'converged'")
+        # a curved arrow from the earlier point to the stop: SciPy went back to those weights
+        ax.annotate("", (right[b], seen[b]), (right[a], seen[a]),
+                    arrowprops={"arrowstyle": "->", "color": "0.45", "linestyle": "--", "lw": 1.2,
+                                "connectionstyle": "arc3,rad=-0.35", "shrinkA": 5, "shrinkB": 7})
+        ax.annotate(f"SciPy went back to {a + 1}'s weights;\nbatch {b} gave them a higher loss",
+                    ((right[a] + right[b]) / 2, np.sqrt(seen[a] * seen[b])),
+                    textcoords="offset points", xytext=(0, 44), ha="center", fontsize=8.5, color="0.35")
+        stop = "SciPy stops here"
     held_stop = f"stops after {len(values)} evaluations"
     if max_iterations is not None and len(held_accepted) >= max_iterations:  # the cap, not convergence
         held_stop = f"stops at its cap of {max_iterations} iterations"
@@ -131,20 +147,21 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     def mark(style: str, color: str, **kw: Any) -> Any:
         return ax.plot([], [], style, color=color, **kw)[0]
 
-    handles = [mark("-o", COLORS[0], lw=2, ms=5), mark("-o", COLORS[1], lw=1, ms=5),
-               (mark("x", COLORS[0], ms=9, mew=2), mark("x", COLORS[1], ms=9, mew=2))]
-    labels = ["batch held: points SciPy accepted (all on batch 0)",
-              "next() in the loss: points SciPy accepted (each on a different batch)",
-              "trial point the line search rejected (normal: both runs have them)"]
+    handles = [mark("-o", COLORS[0], lw=2, ms=5), mark("o", COLORS[1], ms=6),
+               (mark("x", COLORS[0], ms=6, mew=1.2, alpha=0.5), mark("x", COLORS[1], ms=6, mew=1.2, alpha=0.5))]
+    labels = ["batch held: accepted points, all on batch 0",
+              "next() in the loss: accepted points, each on its own batch (not comparable)",
+              "rejected trial (normal in both runs)"]
+    if same:
+        handles.append(mark("s", COLORS[1], mfc="white", mew=2, ms=9))
+        labels.append("next() in the loss: where SciPy stops (weights it had already evaluated)")
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=None, pad=0.6)}, loc="upper center",
               bbox_to_anchor=(0.5, -0.16), ncol=1, fontsize=9)
     ax.set_xlim(0.4, max(len(values), len(seen)) + 0.6)
     ax.set_xticks(range(1, max(len(values), len(seen)) + 1))  # one tick per evaluation (column)
     ax.set_ylim(min(values.min(), seen.min()) / 2.5, max(values.max(), seen.max()) * 4)
-    ax.set_xlabel("evaluation (one call of fun); in each column the held run sits left, the next() run right")
+    ax.set_xlabel("evaluation (one call of fun); held run just left of it, next() run just right")
     ax.set_ylabel("loss on the batch it read (log)")
-    ax.set_title("The loss each evaluation returned: the held run keeps falling, the leaky run stops early\n"
-                 "each red point is on another batch, so red losses do not compare (nor with blue)",
-                 fontsize=11)
+    ax.set_title("Batch held: the loss keeps falling. next() in the loss: SciPy stops early", fontsize=11)
     fig.tight_layout()
     return fig
