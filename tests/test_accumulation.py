@@ -1278,7 +1278,7 @@ def test_notebook_accumulating_is_the_minimal_class_plus_numbered_lines_and_line
     tags = {comment[2:].partition(":")[0] for comment in added.values() if comment.startswith("+")}
     assert tags == {"dict inputs", "sample weights", "mixed precision", "several GPUs"}, tags
     copy = " ".join(_notebook_markdown_around("Accumulating")[0].split())  # line breaks as spaces
-    assert "**The version to copy" in copy and all(tag in copy for tag in tags), copy
+    assert "### The version to copy" in copy and all(tag in copy for tag in tags), copy
     cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
     lines_md = [c.source for c in cells if c.cell_type == "markdown" and "(5) `parallel" in c.source]
     assert len(lines_md) == 1
