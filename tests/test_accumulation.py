@@ -2,6 +2,7 @@ import gc
 import textwrap
 import warnings
 import weakref
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -1205,20 +1206,29 @@ def test_notebook_minimal_train_step_equals_fit_eagerly_and_fails_without_lines_
     assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
 
 
-def test_notebook_staged_cell_prints_each_failure():
-    # the cell after MinimalAccumulating shows (1), (2) and (3) failing: its committed output, line by line
+def test_notebook_staged_cell_prints_each_failure_and_the_table_quotes_it():
+    # the cell after MinimalAccumulating runs it eagerly (fit's weights; History's loss 0: no line (2)), compiled (no
+    # line (1)) and with a metric (no line (3)); its committed output, line by line, and the table before Accumulating
+    # quotes each error's first sentence and both losses exactly as printed, so the table cannot drift from the run
     import nbformat
 
     from tests.notebook_answers import ROOT
 
     cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    [cell] = [c for c in cells if c.cell_type == "code" and "class Compiled(MinimalAccumulating)" in c.source]
-    printed = "".join(o.get("text", "") for o in cell.outputs)
-    assert "run eagerly: the weights of fit's step: True" in printed
-    assert "(1) compiled, no @tf.function: OperatorNotAllowedInGraphError: Iterating over a symbolic" in printed
-    assert "(1) with @tf.function: the weights of fit's step: True" in printed
-    assert "(2) no loss tracker: History's loss 0.0000; fit's 1.3424" in printed
-    assert "(3) compile(metrics=['mae']), no compute_metrics: ValueError: Cannot get result()" in printed
+    [cell] = [c for c in cells if c.cell_type == "code" and "minimal = MinimalAccumulating(" in c.source]
+    assert "def " not in cell.source and len(cell.source.splitlines()) <= 12  # plain: no helper of its own
+    printed = "".join(o.get("text", "") for o in cell.outputs).splitlines()
+    no_tf_function = "OperatorNotAllowedInGraphError: Iterating over a symbolic `tf.Tensor` is not allowed."
+    no_metrics = "ValueError: Cannot get result() since the metric has not yet been built."
+    assert printed == ["run eagerly: the weights of fit's step: True",
+                       "run eagerly: History's loss 0.0000; fit's 1.3424",
+                       f"compiled, as fit runs by default: {no_tf_function}",
+                       f"with metrics=['mae']: {no_metrics}"], printed
+    table = _notebook_markdown_around("Accumulating")[0]
+    rows = {line[2:5]: line for line in table.splitlines() if line.startswith("| (")}  # one source line a row
+    assert f"``{no_tf_function}``" in rows["(1)"] and "the cell above" in rows["(1)"], rows["(1)"]
+    assert "History's loss stays 0.0000 (`fit`'s: 1.3424)" in rows["(2)"] and "the cell above" in rows["(2)"]
+    assert f"`{no_metrics}`" in rows["(3)"] and "the cell above" in rows["(3)"], rows["(3)"]
 
 
 def _notebook_markdown_around(defining):
@@ -1249,7 +1259,7 @@ def test_notebook_accumulating_is_the_minimal_class_plus_numbered_lines_and_line
     # the notebook: MinimalAccumulating is the technique (a tape per micro-batch, n_k / N, one update) with one line of
     # Keras, (4) supports_jit = False in __init__; Accumulating is it plus fit's lines (1)-(5) and the lines tagged
     # "+" (dict inputs, sample weights, mixed precision, several GPUs); every other line of it is the minimal class's.
-    # The markdown explains (1)-(5), (4) with the XLA miscount (5, 5 and 2 as 15) linked to docs/accumulation.md
+    # The table before it explains (1)-(5), (4) with the XLA miscount (5, 5 and 2 as 15) linked to docs/accumulation.md
     import nbformat
 
     from tests.notebook_answers import ROOT
@@ -1279,15 +1289,19 @@ def test_notebook_accumulating_is_the_minimal_class_plus_numbered_lines_and_line
     assert tags == {"dict inputs", "sample weights", "mixed precision", "several GPUs"}, tags
     copy = " ".join(_notebook_markdown_around("Accumulating")[0].split())  # line breaks as spaces
     assert "### The version to copy" in copy and all(tag in copy for tag in tags), copy
-    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    lines_md = [c.source for c in cells if c.cell_type == "markdown" and "(5) `parallel" in c.source]
-    assert len(lines_md) == 1
-    said = " ".join(lines_md[0].split())
-    assert all(f"({k})" in said for k in range(1, 6)) and "`parallel_iterations=1`" in said, said
+    # round 23: the table right before the class, one row per numbered line, in order; (4) and (5) name the tests
+    # that show them (this CPU runs no XLA), and those tests exist
+    said = copy
+    rows = [said.index(f"| ({k}) `") for k in range(1, 6)]
+    assert rows == sorted(rows) and "`set_loop_options(parallel_iterations=1)`" in said, said
     anchor = "xla-counts-a-short-micro-batch-as-full"
     assert "5, 5 and 2" in said and "15" in said and f"../docs/accumulation.md#{anchor}" in said, said
     docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
     assert "\n## XLA counts a short micro-batch as full\n" in docs
+    this = Path(__file__).read_text(encoding="utf-8")
+    for name in ("test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full",
+                 "test_notebook_train_step_runs_one_micro_batch_at_a_time"):
+        assert f"`{name}`" in said and f"def {name}(" in this, name
 
 
 @pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating"])
@@ -1840,15 +1854,16 @@ def test_windows_figure_marks_what_each_update_adds_up():
     assert sum(round(t.get_position()[1]) == -2 for t in pluses) == 3 + 3 + 3
     assert ax.get_title() == "One outline is one update: each box's gradient × the fraction written in it, added up"
     assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
-    # a second legend names the circled "+" and the triangle (ax.get_legend() is the colours' legend)
+    # a second legend names the plain "+" (round 23: no circle, it read as "joins to the box on its right") and the triangle (ax.get_legend() is the colours' legend)
     import matplotlib.legend
 
     legends = [c for c in ax.get_children() if isinstance(c, matplotlib.legend.Legend)]
     marks = [legend for legend in legends if legend is not ax.get_legend()]
     assert len(marks) == 1 and not marks[0].get_clip_on()  # drawn below the axes, not clipped away
     assert [t.get_text() for t in marks[0].get_texts()] == [
-        "adds the gradient of the box to its right (× its fraction) to the sum", "the sum applied: one update"]
-    # each "+" sits on the left edge of the box whose gradient it adds: never at an update's first example
+        "between two boxes of one update: their gradients (× fractions) are added", "the sum applied: one update"]
+    # each "+" sits between two boxes of one update: never at an update's first example
+    assert all(t.get_bbox_patch().get_edgecolor()[3] == 0 for t in pluses)  # no circle around it
     starts = {0, 32, 44, 76}  # where fit's batches (and Accumulating's updates) begin
     assert not {round(t.get_position()[0]) for t in pluses if round(t.get_position()[1]) == -1} & starts
     import matplotlib.pyplot as plt
