@@ -1289,19 +1289,26 @@ def test_notebook_accumulating_is_the_minimal_class_plus_numbered_lines_and_line
     assert tags == {"dict inputs", "sample weights", "mixed precision", "several GPUs"}, tags
     copy = " ".join(_notebook_markdown_around("Accumulating")[0].split())  # line breaks as spaces
     assert "### The version to copy" in copy and all(tag in copy for tag in tags), copy
-    # round 23: the table right before the class, one row per numbered line, in order; (4) and (5) name the tests
-    # that show them (this CPU runs no XLA), and those tests exist
+    # round 23: the table right before the class, one row per numbered line, in order; (4) and (5) link the docs
+    # sections that show them (this CPU runs no XLA), those sections exist and name tests that exist here
     said = copy
-    rows = [said.index(f"| ({k}) `") for k in range(1, 6)]
+    rows = [said.index(f"| ({k}) `") for k in range(1, 6)] + [len(said)]
     assert rows == sorted(rows) and "`set_loop_options(parallel_iterations=1)`" in said, said
-    anchor = "xla-counts-a-short-micro-batch-as-full"
-    assert "5, 5 and 2" in said and "15" in said and f"../docs/accumulation.md#{anchor}" in said, said
+    assert "AutoGraph" in said[rows[0]:rows[1]] and "test_" not in said, said  # plain words, no test names
     docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
-    assert "\n## XLA counts a short micro-batch as full\n" in docs
     this = Path(__file__).read_text(encoding="utf-8")
-    for name in ("test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full",
-                 "test_notebook_train_step_runs_one_micro_batch_at_a_time"):
-        assert f"`{name}`" in said and f"def {name}(" in this, name
+    for k, heading, name in [(4, "XLA counts a short micro-batch as full",
+                              "test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full"),
+                             (5, "One micro-batch at a time", "test_notebook_train_step_runs_one_micro_batch_at_a_time")]:
+        anchor = heading.lower().replace(" ", "-")
+        assert f"../docs/accumulation.md#{anchor}" in said[rows[k - 1]:rows[k]], (k, said)
+        section = docs.split(f"\n## {heading}\n")[1].split("\n## ")[0]
+        assert f"`{name}`" in section and f"def {name}(" in this, name
+    assert "5, 5 and 2" in said[rows[3]:rows[4]] and "15" in said[rows[3]:rows[4]], said
+    # the checklist after the class: keep every line; when each matters
+    after = " ".join(_notebook_markdown_around("Accumulating")[1].split())
+    assert "Which lines do I need?" in after and "Keep them all" in after, after
+    assert all(tag in after for tag in ("(1), (2), (3), (5)", "(4)", "LossScaleOptimizer", "tf.distribute")), after
 
 
 @pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating"])
