@@ -189,7 +189,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_title("One outline is one update: each box's gradient × the fraction written in it, added up",
                  fontsize=13)
     keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
-            for color, label in [(_SAME_AS_FIT, "an update equal to one of fit's"),
+            for color, label in [(_SAME_AS_FIT, "an update fit makes too (same examples, same weights)"),
                                  (_NOT_FIT, "an update fit never makes")]]
     if over:
         keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
