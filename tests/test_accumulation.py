@@ -2,6 +2,7 @@ import gc
 import textwrap
 import warnings
 import weakref
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -1174,20 +1175,63 @@ def test_chi_square_two_passes_equal_the_whole_batch_gradient():
     assert _max_diff(naive, full) > 1e-2 * scale  # averaging the micro-batches' own chi-squares is not it
 
 
-def test_notebook_minimal_train_step_equals_fit_with_an_l2_penalty_and_a_metric():
-    # the notebook's MinimalAccumulating (no sample weights, dicts, loss scale or replicas): History and weights
-    # as fit's on batches 12, 12, 6 in micro-batches of 5, 5, 2 and 5, 1, with Adam
+def test_notebook_minimal_train_step_equals_fit_eagerly_and_fails_without_lines_two_and_three():
+    # the notebook's MinimalAccumulating (the technique only), run by fit(run_eagerly=True): fit's weights on batches
+    # 12, 12, 6 in micro-batches of 5, 5, 2 and 5, 1, with Adam and an L2 penalty. Without line (2) History's loss
+    # reads 0 (the tracker is never updated); without (3), compile(metrics=[...]) stops fit (its metrics never built)
     x, y = _data(30)
-    inside = _notebook_accumulating_model("MinimalAccumulating")
+    Minimal = _notebook_accumulating_model("MinimalAccumulating")
     base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
-    inside = inside(base.inputs, base.outputs, micro_size=5)
+    inside = Minimal(base.inputs, base.outputs, micro_size=5)
     ref = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
-    inside.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])
-    ref.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])
+    inside.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, run_eagerly=True)
+    ref.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE)
     got, want = (m.fit(x, y, batch_size=12, epochs=2, shuffle=False, verbose=0).history for m in (inside, ref))
     assert _max_diff(inside.get_weights(), ref.get_weights()) < 1e-6
+    assert got["loss"] == [0.0, 0.0] and min(want["loss"]) > 0.1, (got, want)  # (2) missing
+    compiled = type("Compiled", (Minimal,), {"train_step": tf.function(Minimal.train_step)})  # (1) added
+    base = _model()
+    model = compiled(base.inputs, base.outputs, micro_size=5)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, metrics=["mae"])
+    with pytest.raises(ValueError, match="not yet been built"):  # (3) missing
+        model.fit(x, y, batch_size=12, epochs=1, verbose=0)
+    full = _notebook_accumulating_model()  # all five lines: History as fit's, metric included
+    base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
+    model = full(base.inputs, base.outputs, micro_size=5)
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])
+    ref = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
+    ref.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])
+    got, want = (m.fit(x, y, batch_size=12, epochs=2, shuffle=False, verbose=0).history for m in (model, ref))
     assert sorted(got) == sorted(want) == ["loss", "mae"]
     assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
+
+
+def test_notebook_staged_cell_prints_each_failure_and_the_table_quotes_it():
+    # the cell after MinimalAccumulating runs it eagerly (fit's weights; History's loss 0: no line (2)), compiled (no
+    # line (1)) and with a metric (no line (3)); its committed output, line by line, and the table before Accumulating
+    # quotes each error's first sentence and both losses exactly as printed, so the table cannot drift from the run
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
+    [cell] = [c for c in cells if c.cell_type == "code" and "minimal = MinimalAccumulating(" in c.source]
+    assert "def " not in cell.source and len(cell.source.splitlines()) <= 12  # plain: no helper of its own
+    printed = "".join(o.get("text", "") for o in cell.outputs).splitlines()
+    no_tf_function = "OperatorNotAllowedInGraphError: Iterating over a symbolic `tf.Tensor` is not allowed."
+    no_metrics = "ValueError: Cannot get result() since the metric has not yet been built."
+    assert printed == ["run eagerly: the weights of fit's step: True",
+                       "run eagerly: History's loss 0.0000 (expected: nothing records it); fit's 1.3424",
+                       f"compiled, as fit runs by default: expected error: {no_tf_function}",
+                       f"with metrics=['mae']: expected error: {no_metrics}"], printed
+    # round 23 (fourth pass): the markdown right before it says that a loss of 0 and two errors are expected
+    before = " ".join(_notebook_markdown_around("MinimalAccumulating")[1].split())
+    assert "three ways" in before and "two errors are expected" in before, before
+    table = _notebook_markdown_around("Accumulating")[0]
+    rows = {line[2:5]: line for line in table.splitlines() if line.startswith("| (")}  # one source line a row
+    assert f"``{no_tf_function}``" in rows["(1)"] and "the cell above" in rows["(1)"], rows["(1)"]
+    assert "History's loss stays 0.0000 (`fit`'s: 1.3424)" in rows["(2)"] and "the cell above" in rows["(2)"]
+    assert f"`{no_metrics}`" in rows["(3)"] and "the cell above" in rows["(3)"], rows["(3)"]
 
 
 def _notebook_markdown_around(defining):
@@ -1214,58 +1258,76 @@ def _code_lines(source):
     return lines
 
 
-def test_notebook_accumulating_is_the_minimal_class_plus_the_lines_tagged_plus_step_one_explains_two_of_its_lines():
-    # the notebook says: Accumulating is MinimalAccumulating plus the lines tagged "+", each with its reason (dict
-    # inputs, sample weights, mixed precision, several GPUs). Step 1 (one GPU, float32: copy MinimalAccumulating as
-    # it is) explains two lines that both classes have, untagged: supports_jit = False (XLA would count 5, 5, 2 as 15,
-    # linked to docs/accumulation.md's run) and parallel_iterations=1 (one micro-batch at a time); it asks for no paste
+def test_notebook_accumulating_is_the_minimal_class_plus_numbered_lines_and_lines_tagged_plus():
+    # the notebook: MinimalAccumulating is the technique (a tape per micro-batch, n_k / N, one update) with one line of
+    # Keras, (4) supports_jit = False in __init__; Accumulating is it plus fit's lines (1)-(5) and the lines tagged
+    # "+" (dict inputs, sample weights, mixed precision, several GPUs); every other line of it is the minimal class's.
+    # The table before it explains (1)-(5), (4) with the XLA miscount (5, 5 and 2 as 15) linked to docs/accumulation.md
     import nbformat
 
     from tests.notebook_answers import ROOT
 
-    step_one = {"self.supports_jit = False", "tf.autograph.experimental.set_loop_options(parallel_iterations=1)"}
     minimal_source = _notebook_cell("MinimalAccumulating")
     minimal = _code_lines(minimal_source)
     full_source = _notebook_cell("Accumulating")
     full = _code_lines(full_source)
-    assert step_one <= set(minimal), step_one - set(minimal)
-    # Accumulating keeps MinimalAccumulating's __init__ (micro_size, supports_jit = False) by deriving from it
-    assert full_source.startswith("class Accumulating(MinimalAccumulating):") and "def __init__" not in full_source
-    loop_line = "tf.autograph.experimental.set_loop_options(parallel_iterations=1)"
-    assert loop_line in full and not full[loop_line].startswith("+"), full.get(loop_line)
-    minimal = {code: comment for code, comment in minimal.items() if code not in _code_lines(
-        minimal_source.split("    @tf.function")[0])}  # train_step's lines only
+    assert minimal["self.supports_jit = False"].startswith("(4)")
     assert minimal_source.index("self.supports_jit = False") < minimal_source.index("def train_step")  # in __init__
-    loop = minimal_source.split("for i in tf.range(")[1].splitlines()
+    assert "@tf.function" not in minimal_source and "set_loop_options" not in minimal_source
+    assert "loss_tracker" not in minimal_source and "compute_metrics" not in minimal_source
+    numbered = {c for c in minimal if c.startswith(("super().__init__", "self.micro_size", "self.supports_jit"))}
+    technique = {c for c in minimal if c not in numbered and not c.startswith("def ")}
+    assert any("GradientTape" in c for c in technique) and any("n_k / n" in c for c in technique)
+    assert [c for c in technique if "apply_gradients" in c] and len(technique) == 12, technique
+    assert full_source.startswith("class Accumulating(MinimalAccumulating):") and "def __init__" not in full_source
+    loop = full_source.split("for i in tf.range(")[1].splitlines()
     assert loop[1].strip().startswith("tf.autograph.experimental.set_loop_options(parallel_iterations=1)"), loop[1]
-    added = {code: comment for code, comment in full.items() if code not in minimal}
-    assert added and all(comment.startswith("+ ") for comment in added.values()), added
-    marked = {code for code, comment in full.items() if comment.startswith("+")}
-    assert marked == set(added), marked ^ set(added)  # no line tagged "+" that the minimal class has too
-    tags = {comment[2:].partition(":")[0] for comment in added.values()}
+    added = {code: comment for code, comment in full.items() if code not in minimal and not code.startswith("def ")}
+    assert all(comment.startswith(("+ ", "(1)", "(2)", "(3)", "(5)")) for comment in added.values()), added
+    marked = {code for code, comment in full.items() if comment.startswith(("+", "(1)", "(2)", "(3)", "(5)"))}
+    assert marked == set(added), marked ^ set(added)  # a tagged line is never one of the minimal class's
+    assert {c[:3] for c in added.values() if c.startswith("(")} == {"(1)", "(2)", "(3)", "(5)"}
+    assert full["@tf.function"].startswith("(1)") and full["self.compute_metrics(x_k, y_k, y_pred, w_k)"].startswith("(3)")
+    tags = {comment[2:].partition(":")[0] for comment in added.values() if comment.startswith("+")}
     assert tags == {"dict inputs", "sample weights", "mixed precision", "several GPUs"}, tags
-    step_two = " ".join(_notebook_markdown_around("Accumulating")[0].split())  # line breaks as spaces
-    assert "**Step 2" in step_two and all(tag in step_two for tag in tags), step_two
-    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    step_one_md = [c.source for c in cells if c.cell_type == "markdown" and "**Step 1" in c.source]
-    assert len(step_one_md) == 1
-    said = " ".join(step_one_md[0].split())
-    assert "`MinimalAccumulating` as it is" in said and "```" not in said, said  # nothing to paste
-    assert "`self.supports_jit = False`" in said and "`parallel_iterations=1`" in said, said
-    anchor = "xla-counts-a-short-micro-batch-as-full"
-    assert "5, 5 and 2" in said and "15" in said and f"../docs/accumulation.md#{anchor}" in said, said
+    copy = " ".join(_notebook_markdown_around("Accumulating")[0].split())  # line breaks as spaces
+    assert "### The version to copy" in copy and all(tag in copy for tag in tags), copy
+    # round 23: the table right before the class, one row per numbered line, in order; (4) and (5) link the docs
+    # sections that show them (this CPU runs no XLA), those sections exist and name tests that exist here
+    said = copy
+    rows = [said.index(f"| ({k}) `") for k in range(1, 6)] + [len(said)]
+    assert rows == sorted(rows) and "`set_loop_options(parallel_iterations=1)`" in said, said
+    assert "AutoGraph" in said[rows[0]:rows[1]] and "test_" not in said, said  # plain words, no test names
     docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
-    assert "\n## XLA counts a short micro-batch as full\n" in docs
+    this = Path(__file__).read_text(encoding="utf-8")
+    for k, heading, name in [(4, "XLA counts a short micro-batch as full",
+                              "test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full"),
+                             (5, "One micro-batch at a time", "test_notebook_train_step_runs_one_micro_batch_at_a_time")]:
+        anchor = heading.lower().replace(" ", "-")
+        assert f"../docs/accumulation.md#{anchor}" in said[rows[k - 1]:rows[k]], (k, said)
+        section = docs.split(f"\n## {heading}\n")[1].split("\n## ")[0]
+        assert f"`{name}`" in section and f"def {name}(" in this, name
+    assert "5, 5 and 2" in said[rows[3]:rows[4]] and "15" in said[rows[3]:rows[4]], said
+    # the checklist after the class: keep every line; when each matters
+    after = " ".join(_notebook_markdown_around("Accumulating")[1].split())
+    assert "Which lines do I need?" in after and "Keep them all" in after, after
+    assert all(tag in after for tag in ("(1), (2), (3), (5)", "(4)", "LossScaleOptimizer", "tf.distribute")), after
 
 
-def test_notebook_minimal_train_step_without_tf_function_fails_in_fit():
-    # the notebook: keep @tf.function; fit traces train_step without AutoGraph, and the for loop over tf.range fails
-    source = _notebook_cell("MinimalAccumulating").replace("    @tf.function", "    # no decorator")
+@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating"])
+def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
+    # line (1): fit compiles train_step without AutoGraph, and the for loop over tf.range fails: MinimalAccumulating
+    # as it is, and Accumulating with its @tf.function taken out
+    source = _notebook_cell("MinimalAccumulating")
+    if class_name == "Accumulating":
+        full = _notebook_cell("Accumulating")
+        assert full.count("    @tf.function") == 1
+        source += "\n" + full.replace("    @tf.function", "    # no decorator")
     scope = {"np": np, "tf": tf, "keras": keras}
     exec(compile(source, "<no tf.function>", "exec"), scope)  # noqa: S102
     x, y = _data(12)
     base = _model()
-    model = scope["MinimalAccumulating"](base.inputs, base.outputs, micro_size=5)
+    model = scope[class_name](base.inputs, base.outputs, micro_size=5)
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
     with pytest.raises(Exception, match="Iterating over a symbolic"):
         model.fit(x, y, batch_size=12, epochs=1, verbose=0)
@@ -1275,6 +1337,7 @@ def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
     # why Accumulating has the lines tagged "+ dict inputs" and "+ sample weights": MinimalAccumulating (none of the "+"
     # lines) stops with a TypeError on a dict of inputs and a ValueError on (x, y, sample_weight) batches
     Minimal = _notebook_accumulating_model("MinimalAccumulating")
+    Minimal = type("Compiled", (Minimal,), {"train_step": tf.function(Minimal.train_step)})  # with line (1), as fit needs
     x, y = _data(24)
     base = _model()
     model = Minimal(base.inputs, base.outputs, micro_size=5)
@@ -1297,7 +1360,7 @@ def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(m
     start = _mixed_model().get_weights()
     base = _mixed_model()
     model = Minimal(base.inputs, base.outputs, micro_size=6)
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, run_eagerly=True)
     ref = _mixed_model()
     ref.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
@@ -1310,7 +1373,10 @@ def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(m
 def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_replicas(fresh_python):
     # why Accumulating has the lines tagged "+ several GPUs" (the notebook: the gradient is right as it is): on 2 replicas MinimalAccumulating trains as fit does on one
     # device, but History's loss is half of fit's (compute_loss divided each replica's loss by 2)
-    cell = _notebook_cell("MinimalAccumulating")
+    full = _notebook_cell("Accumulating")
+    assert full.count("loss_tracker.update_state(loss * replicas,") == 1
+    cell = _notebook_cell("MinimalAccumulating") + "\n" + full.replace(
+        "loss_tracker.update_state(loss * replicas,", "loss_tracker.update_state(loss,")  # the line undone
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1327,7 +1393,7 @@ def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_rep
             return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
         with tf.distribute.MirroredStrategy().scope():
             base = make()
-            model = MinimalAccumulating(base.inputs, base.outputs, micro_size=5)
+            model = Accumulating(base.inputs, base.outputs, micro_size=5)
             model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
         got = model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0).history["loss"][0]
         ref = make()
@@ -1560,19 +1626,20 @@ def test_xla_pads_a_short_last_micro_batch_with_zeros_rather_than_shifting_it():
     assert xla[:4].tolist() == [64, 1064, 0, total] and abs(xla[4] - total / 64) < 1e-3
 
 
-def test_notebook_minimal_train_step_under_xla_counts_the_last_micro_batch_as_full():
+def test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full():
     # docs/accumulation.md's XLA run (in the notebook in rounds 12-13): MinimalAccumulating's step on 12 examples in
     # micro-batches of 5, 5, 2, compiled with tf.function(jit_compile=True) as fit does on a GPU. The last micro-batch counts as 5 rows: History's loss is
     # divided by 15 instead of 12; the data's gradient survives (its mean and its weight n_k/N miscount alike), but a
     # penalty added to every micro-batch's loss enters the update 15/12 times (SGD: an extra 0.1 * 3/12 * dP/dw)
-    Minimal = _notebook_accumulating_model("MinimalAccumulating")
+    Minimal = _notebook_accumulating_model()  # Accumulating: MinimalAccumulating's supports_jit plus History's line (2)
     x, y = _data(12)
 
     def step(penalty, xla):
         base = _model(kernel_regularizer=penalty)
         model = Minimal(base.inputs, base.outputs, micro_size=5)
         model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
-        logs = tf.function(model.train_step, jit_compile=xla)((tf.constant(x), tf.constant(y)))
+        logs = tf.function(model.train_step.python_function, jit_compile=xla)(
+            (tf.constant(x), tf.constant(y)))
         return float(logs["loss"]), model.get_weights()
 
     def fit_step(penalty):
@@ -1609,7 +1676,7 @@ def test_notebook_train_step_under_xla_with_a_short_last_micro_batch_differs_fro
     assert abs(got[0] - want[0]) > 1e-2, (got, want)
 
 
-@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating"])
+@pytest.mark.parametrize("class_name", ["Accumulating"])  # supports_jit is MinimalAccumulating's line (4), inherited
 def test_notebook_classes_refuse_xla_in_fit_and_without_supports_jit_give_other_weights(no_op_determinism, class_name):
     # the hazard step 1 guards against: compile(jit_compile=True), which "auto" picks on a GPU. With the notebook's
     # supports_jit = False, fit warns, runs without XLA and gives fit's weights (12 examples as 5, 5, 2, an L2 penalty);
@@ -1797,15 +1864,16 @@ def test_windows_figure_marks_what_each_update_adds_up():
     assert sum(round(t.get_position()[1]) == -2 for t in pluses) == 3 + 3 + 3
     assert ax.get_title() == "One outline is one update: each box's gradient × the fraction written in it, added up"
     assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
-    # a second legend names the circled "+" and the triangle (ax.get_legend() is the colours' legend)
+    # a second legend names the plain "+" (round 23: no circle, it read as "joins to the box on its right") and the triangle (ax.get_legend() is the colours' legend)
     import matplotlib.legend
 
     legends = [c for c in ax.get_children() if isinstance(c, matplotlib.legend.Legend)]
     marks = [legend for legend in legends if legend is not ax.get_legend()]
     assert len(marks) == 1 and not marks[0].get_clip_on()  # drawn below the axes, not clipped away
     assert [t.get_text() for t in marks[0].get_texts()] == [
-        "adds the gradient of the box to its right (× its fraction) to the sum", "the sum applied: one update"]
-    # each "+" sits on the left edge of the box whose gradient it adds: never at an update's first example
+        "between two boxes of one update: their gradients (× fractions) are added", "the sum applied: one update"]
+    # each "+" sits between two boxes of one update: never at an update's first example
+    assert all(t.get_bbox_patch().get_edgecolor()[3] == 0 for t in pluses)  # no circle around it
     starts = {0, 32, 44, 76}  # where fit's batches (and Accumulating's updates) begin
     assert not {round(t.get_position()[0]) for t in pluses if round(t.get_position()[1]) == -1} & starts
     import matplotlib.pyplot as plt

@@ -205,7 +205,7 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert {c for _, y, c in where if y != keras_row} == {blue}
     outlines = [p for p in ax.patches if p.get_facecolor()[3] == 0 and p.get_linewidth() > 2]
     assert len(outlines) == 11  # one per update
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["an update equal to one of fit's",
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["an update fit makes too (same examples, same weights)",
                                                                    "an update fit never makes",
                                                                    "4 examples count 1/4, as much as 8"]
     assert ax.get_yticklabels()[1].get_text() == "Accumulating(micro_size=8)\non fit's batches of 32"

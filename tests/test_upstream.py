@@ -142,7 +142,7 @@ def _nb02_max_diff(a, b):
 
 
 def test_keras_fit_runs_train_step_with_autograph_off():
-    # notebook 02: "fit runs train_step with AutoGraph off", linked to the line of Keras' source that marks fit's step
+    # notebook 02 (round 23: the table's row (1), "leaving Python loops as they are"), linked to the line of Keras' source that marks fit's step
     # function do_not_convert (calls from it are not converted); the class's own @tf.function converts its loop
     import inspect
     import json

@@ -106,8 +106,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     size-weighted loop (notebook 02's ``Accumulating``: each large batch split into its micro-batches,
     each labelled with the fraction ``n / batch`` its gradient is multiplied by) and Keras' ``gradient_accumulation_steps`` (one global counter; every
     micro-batch multiplied by ``1 / steps``; a last window that never fills stays unapplied, hatched). An
-    outline groups the micro-batches of one update, a "+" on the left edge of a box adds that box's gradient
-    (times its fraction) to the update's sum, a triangle marks where the sum is applied, a dashed line each new epoch (a second
+    outline groups the micro-batches of one update, a plain "+" between two of its boxes says their gradients
+    (times their fractions) are added, a triangle marks where the sum is applied, a dashed line each new epoch (a second
     legend, under the colours' one, names the "+" and the triangle). Colour says whether an update equals one of fit's large batches (blue) or not
     (vermillion), in every row alike; a micro-batch counted above its share of its update's examples
     (the trap: 4 examples count 1/4, as much as 8) is filled solid vermillion.
@@ -166,8 +166,8 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
                 ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=11,
                         color="white" if heavy else "black", fontweight="bold" if heavy else "normal")
                 if start > first:  # the gradients of one update's micro-batches are added up
-                    ax.text(start, y + 0.3, "+", ha="center", va="center", fontsize=10, fontweight="bold",
-                            bbox={"boxstyle": "circle,pad=0.12", "facecolor": "white", "edgecolor": color})
+                    ax.text(start, y + 0.3, "+", ha="center", va="center", fontsize=12, fontweight="bold",
+                            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"})
                 start += size
             inset = total * 0.003  # a gap between the outlines of two updates
             ax.add_patch(plt.Rectangle((first + inset, y - 0.37), start - first - 2 * inset, 0.74,
@@ -189,13 +189,13 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_title("One outline is one update: each box's gradient × the fraction written in it, added up",
                  fontsize=13)
     keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
-            for color, label in [(_SAME_AS_FIT, "an update equal to one of fit's"),
+            for color, label in [(_SAME_AS_FIT, "an update fit makes too (same examples, same weights)"),
                                  (_NOT_FIT, "an update fit never makes")]]
     if over:
         keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
                           label=over))
-    marks = [Line2D([], [], linestyle="none", marker=r"$\oplus$", markersize=13, color="black",
-                    label="adds the gradient of the box to its right (× its fraction) to the sum"),
+    marks = [Line2D([], [], linestyle="none", marker="P", markersize=10, color="black",
+                    label="between two boxes of one update: their gradients (× fractions) are added"),
              Line2D([], [], linestyle="none", marker="v", markersize=9, color="grey", markeredgecolor="black",
                     label="the sum applied: one update")]
     ax.add_artist(ax.legend(handles=marks, loc="upper center", bbox_to_anchor=(0.45, -0.33), ncol=2, fontsize=11,
