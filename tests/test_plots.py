@@ -282,7 +282,9 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert len(strips) == 4 * 3 and strips[:3] == ["y: 1–5", "y: 6–10", "y: 11–15"] and "y: 62–66" in strips
     arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
     in_grid = [a for a in arrows if a.xy[0] < 17]
-    assert all(a.arrow_patch.get_linestyle() != "solid" for a in in_grid)  # only the state's arrows: dashed
+    # round 23 (a reader): the text said dashed, the arches looked solid. Now solid, as the legend's key and the text
+    (key, *_) = ax.get_legend().legend_handles
+    assert all(a.arrow_patch.get_linestyle() == key.get_linestyle() == "-" for a in in_grid)
     assert sorted({round((a.xy[0] + a.xyann[0]) / 2) for a in in_grid}) == [5, 10] and len(in_grid) == 2 * 4
     # round 23, third reader: arrows in a lane over the row "read like decoration, instead of joining token 4 to
     # token 5": each is an arch from the middle of a window's last cell to the middle of the next window's first
@@ -383,6 +385,21 @@ def test_reading_losses_draws_the_stateful_model_two_ways_and_the_plain_baseline
     assert "nats" in label and "lower is better" in label and len(label.splitlines()) == 1
     with pytest.raises(ValueError, match="plain"):
         plots.reading_losses({"carried": 1.0, "reset": 2.0, "shuffled": 2.1})
+
+
+def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predictions():
+    # round 23 (a reader): the step-by-step predictions were only numbers; now a line each, the prediction dashed
+    import pytest
+
+    fig = plots.step_predictions([3200, 3201, 3202], [20.0, 20.5, 21.0], [20.1, 20.4, 21.3])
+    (ax,) = fig.axes
+    measured, predicted = ax.lines
+    assert measured.get_label() == "measured" and predicted.get_label() == "predicted, one minute at a time"
+    assert list(measured.get_xdata()) == [3200, 3201, 3202] and list(predicted.get_ydata()) == [20.1, 20.4, 21.3]
+    assert measured.get_linestyle() == "-" and predicted.get_linestyle() == "--"
+    assert ax.get_legend() is not None and ax.get_xlabel() == "minute" and "3 new minutes" in ax.get_title()
+    with pytest.raises(ValueError, match="same length"):
+        plots.step_predictions([0, 1], [1.0], [1.0, 2.0])
 
 
 # --------------------------------------------------------------------------- 04 validation queues

@@ -1,4 +1,4 @@
-"""Notebook 03's figures (03 batch iteration); :mod:`helpers.plots` re-exports both."""
+"""Notebook 03's figures (03 batch iteration); :mod:`helpers.plots` re-exports them."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import numpy as np
 
 from helpers.plots._style import COLORS, new_figure
 
-__all__ = ["ptb_grid", "reading_losses"]
+__all__ = ["ptb_grid", "reading_losses", "step_predictions"]
 
 
 # Okabe and Ito's colour-blind-safe colours, with the text colour each needs: one per batch of a pass.
 _BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"),
                  ("#CC79A7", "black"), ("#56B4E9", "black"), ("#D55E00", "white"))
 # the state carried from one batch to the next (the gradient does not follow it back)
-_CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 3.0, "linestyle": (0, (2.0, 0.8)),
+_CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 3.0, "linestyle": "solid",
                 "mutation_scale": 22, "connectionstyle": "arc3,rad=-1.0", "shrinkA": 0, "shrinkB": 0}
 # round 23 (a reader): arrows in a lane over the row "read like decoration": each state arrow now joins a window's
 # last token to the next window's first token of the same row, an arch from the top of one cell to the top of the next
@@ -40,7 +40,7 @@ def ptb_grid(layout: Any) -> Any:
     to the row above it, not to the next). Under every row a strip draws ``y``: each batch's window again, in its
     colour, one token to the right (so the column after the last window is a target only: white). A band
     over each column of windows names its batch and says that ``y`` is the same window shifted by one. In a
-    row, a dashed arch joins each window's last token to the next window's first: the state carried to the
+    row, a solid curved arrow (an arch) joins each window's last token to the next window's first: the state carried to the
     next batch (from the top of one cell to the top of the next, so it covers no number); small text after row 0's last one says so. Tokens never read are crossed out; the tokens the
     reshape drops are drawn under the last row, where the stream goes on. The legend names the arrow,
     the white column and the crossed-out one, with their tokens. Right of the grid,
@@ -202,5 +202,25 @@ def reading_losses(losses: Mapping[str, float]) -> Any:
     ax.set_title(f"Held-out fables, one seed: the carried state is {gain:.2f} nats below the plain LSTM")
     ax.set_ylabel("loss per character, nats (lower is better)")
     ax.grid(axis="x", visible=False)
+    fig.tight_layout()
+    return fig
+
+
+def step_predictions(minutes: Any, measured: Any, predicted: Any) -> Any:
+    """One line chart: a series as measured (black) and as predicted one step at a time (dashed, red).
+
+    >>> fig = step_predictions([0, 1, 2], [1.0, 2.0, 3.0], [1.1, 1.9, 3.2])
+    >>> [line.get_label() for line in fig.axes[0].lines]
+    ['measured', 'predicted, one minute at a time']
+    """
+    minutes, measured, predicted = (np.asarray(a, dtype=float) for a in (minutes, measured, predicted))
+    if not len(minutes) == len(measured) == len(predicted):
+        raise ValueError("minutes, measured and predicted must have the same length")
+    fig, ax = new_figure(width=8.0, height=3.2)
+    ax.plot(minutes, measured, color="black", linewidth=2.0, label="measured")
+    ax.plot(minutes, predicted, color=COLORS[1], linewidth=2.0, linestyle="--", label="predicted, one minute at a time")
+    ax.set(xlabel="minute", ylabel="temperature")
+    ax.set_title(f"{len(minutes)} new minutes, predicted as each one arrives")
+    ax.legend(loc="best", fontsize=9)
     fig.tight_layout()
     return fig
