@@ -1447,57 +1447,97 @@ def test_the_notebooks_recipe_is_four_copy_cells_in_order_that_run_alone_without
     assert "10 batches in one pass" in printed and "val_loss after each pass" in printed
 
 
-def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_resets_at_each_group(capsys):
-    # Round 23 (two readers: "several sensors or users?", then "different lengths: told, not shown"): 8 toy series of
-    # different lengths, sorted by length into two groups of 4 rows, each group cut to its shortest and joined end to
-    # end, one group after the other. Row s of group g's batches is the g-th group's series s, read in order; the
-    # groups give passes of 3 and 4 batches, so GroupResets(pass_lengths), the cell's subclass of copy 3, resets at
-    # batches 0 and 3 (printed, and in a real fit, two epochs long). Round 23, second reader: copy 3 takes an int only;
-    # the list of pass lengths lives in this cell, where its need is shown.
-    code = _notebook_cell("many_series = ")
+def _many_series_scope():
+    """The notebook's copy 5 cell (grouped_stateful_dataset, GroupResets, the toy demo), run on its copies 1-3."""
     StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
-    scope = {"np": np, "stateful_dataset": notebook_function("stateful_dataset"),
-             "rows_follow": notebook_function("rows_follow"), "StatefulResets": StatefulResets,
+    scope = {"np": np, "stateful_dataset": notebook_function("stateful_dataset"), "StatefulResets": StatefulResets,
              "reset_stateful": notebook_function("reset_stateful", "stateful_layers")}
-    exec(compile(code, "many series", "exec"), scope)  # noqa: S102 - our own notebook
+    exec(compile(_notebook_cell("def grouped_stateful_dataset("), "copy 5", "exec"), scope)  # noqa: S102 - ours
+    return scope
+
+
+def _zero_state_batches(data, callback, features=1, epochs=2):
+    """The batches (counted across epochs) a real fit starts from a zero state, with ``callback``; the losses."""
+    model = keras.Sequential([keras.Input(batch_shape=(4, 5, features)),
+                              keras.layers.LSTM(2, return_sequences=True, stateful=True), keras.layers.Dense(features)])
+    model.compile("sgd", "mse")
+    lstm, zero, seen = model.layers[0], [], []
+
+    class Spy(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if all(float(np.abs(state.numpy()).max()) == 0.0 for state in lstm.states):
+                zero.append(len(seen))
+            seen.append(batch)
+
+    history = model.fit(data, epochs=epochs, shuffle=False, verbose=0, callbacks=[callback, Spy()])
+    return zero, history.history["loss"]
+
+
+def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_resets_at_each_group(capsys):
+    # Round 23 (three readers: "several sensors or users?", "different lengths: told, not shown", "the densest, least
+    # reusable section; rows start at [200, 0, 600, 400] puzzled me"): copy 5, grouped_stateful_dataset(series_list,
+    # batch_size, num_steps) -> (dataset, pass_lengths), sorts 8 toy series by length into two groups of 4 rows, cuts
+    # each group to its shortest and joins it end to end (copy 1), one group after the other; the demo prints which
+    # series (by index) each batch's rows read, and where GroupResets (copy 3 for groups) resets: batches 0 and 3.
+    scope = _many_series_scope()
     printed = capsys.readouterr().out.splitlines()
-    lengths = sorted(len(one) for one in scope["series"])
-    assert len(set(lengths)) > 4 and scope["pass_lengths"] == [3, 4]  # really different lengths, different passes
+    series_list = scope["series_list"]
+    assert len({len(one) for one in series_list}) > 4 and scope["pass_lengths"] == [3, 4]  # different lengths
+    by_length = sorted(range(8), key=lambda i: len(series_list[i]))  # stable: equal lengths keep their order
     batches = [bx.numpy() for bx, _ in scope["many_series"]]
     assert len(batches) == 7
     for g, (first, count) in enumerate([(0, 3), (3, 4)]):
-        group = sorted(scope["series"], key=len)[4 * g:4 * g + 4]
+        group = by_length[4 * g:4 * g + 4]
         rows = np.concatenate(batches[first:first + count], axis=1)
-        for s in range(4):  # row s reads the group's series s from its start, in order, nothing of another series
-            assert np.array_equal(rows[s], group[s][:rows.shape[1]])
-            assert rows.shape[1] <= min(len(one) for one in group)
-    assert printed[:2] == ["group 0: lengths [16, 17, 17, 18], cut to 16: 3 batches, rows follow the series: True",
-                           "group 1: lengths [21, 22, 23, 24], cut to 21: 4 batches, rows follow the series: True"]
-    marked = [k for k, line in enumerate(printed[2:9]) if line.endswith("<- reset")]
-    assert len(printed) == 9 and marked == [0, 3] and all(not line.endswith(" ") for line in printed)
-    # the callback with a list of pass lengths, in a real fit over the groups, two epochs: zero state at each
-    # group's first batch and only there; copy 3 itself (an int: one pass of 7) resets at 0 and 7 only
+        for s, index in enumerate(group):  # row s reads series by_length[4g + s] from its start, nothing else
+            assert np.array_equal(rows[s], series_list[index][:rows.shape[1]])
+        assert rows.shape[1] <= min(len(series_list[i]) for i in group)
+    assert printed == ["batch 0: rows read series [2, 0, 6, 4], steps 0-4  <- reset",
+                       "batch 1: rows read series [2, 0, 6, 4], steps 5-9",
+                       "batch 2: rows read series [2, 0, 6, 4], steps 10-14",
+                       "batch 3: rows read series [3, 7, 5, 1], steps 0-4  <- reset",
+                       "batch 4: rows read series [3, 7, 5, 1], steps 5-9",
+                       "batch 5: rows read series [3, 7, 5, 1], steps 10-14",
+                       "batch 6: rows read series [3, 7, 5, 1], steps 15-19"]
+    assert scope["resets"].resets == {0, 3}
+    # in a real fit over the groups, two epochs: a zero state at each group's first batch and only there; copy 3
+    # itself (an int: one pass of 7) resets at 0 and 7 only
     data = scope["many_series"].map(lambda x, y: (tf.cast(x[..., None], "float32") / 800,
                                                   tf.cast(y[..., None], "float32") / 800))
+    assert _zero_state_batches(data, scope["GroupResets"](scope["pass_lengths"]))[0] == [0, 3, 7, 10]
+    assert _zero_state_batches(data, scope["StatefulResets"](7))[0] == [0, 7]
+    code = _notebook_cell("def grouped_stateful_dataset(")
+    assert issubclass(scope["GroupResets"], scope["StatefulResets"]) and "on_test_begin" not in code  # copy 3's
+    assert re.search(r"^# copy 5", code, re.M) and not re.search(r"\b(helpers|batching|plots|tf1)\.", code)
 
-    def zero_state_batches(callback):
-        model = keras.Sequential([keras.Input(batch_shape=(4, 5, 1)),
-                                  keras.layers.LSTM(2, return_sequences=True, stateful=True), keras.layers.Dense(1)])
-        model.compile("sgd", "mse")
-        lstm, zero, seen = model.layers[0], [], []
 
-        class Spy(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                if all(float(np.abs(state.numpy()).max()) == 0.0 for state in lstm.states):
-                    zero.append(len(seen))
-                seen.append(batch)
-
-        model.fit(data, epochs=2, shuffle=False, verbose=0, callbacks=[callback, Spy()])
-        return zero
-
-    assert zero_state_batches(scope["GroupResets"](scope["pass_lengths"])) == [0, 3, 7, 10]
-    assert zero_state_batches(StatefulResets(7)) == [0, 7]
-    assert issubclass(scope["GroupResets"], StatefulResets) and "on_test_begin" not in code  # validation: copy 3's
+def test_the_notebooks_grouped_dataset_on_series_of_three_lengths_with_features_trains_with_resets_per_group():
+    # Copy 5 on data like a learner's: 13 series of [steps, 2 features] in three length classes, given in a shuffled
+    # order; the 13th (one too few for a group of 4) is left out. Each group's rows are its series, in length order,
+    # whole windows only; a real 3-epoch fit with GroupResets starts from a zero state exactly at each group's first
+    # batch, every epoch, and its loss falls.
+    scope = _many_series_scope()
+    rng = np.random.default_rng(3)
+    lengths = [21, 22, 23, 24, 33, 34, 35, 36, 48, 49, 50, 51, 60]
+    order = rng.permutation(len(lengths))
+    series_list = [np.sin(np.arange(lengths[i])[:, None] * [0.3, 0.5] + i).astype("float32") for i in order]
+    dataset, pass_lengths = scope["grouped_stateful_dataset"](series_list, 4, 5)
+    assert pass_lengths == [(21 - 1) // 5, (33 - 1) // 5, (48 - 1) // 5] == [4, 6, 9]
+    batches = [(bx.numpy(), by.numpy()) for bx, by in dataset]
+    assert len(batches) == sum(pass_lengths) and batches[0][0].shape == (4, 5, 2)
+    by_length = sorted(range(len(series_list)), key=lambda i: len(series_list[i]))
+    first = 0
+    for g, count in enumerate(pass_lengths):
+        xs = np.concatenate([bx for bx, _ in batches[first:first + count]], axis=1)
+        ys = np.concatenate([by for _, by in batches[first:first + count]], axis=1)
+        for s in range(4):
+            one = series_list[by_length[4 * g + s]]
+            assert np.array_equal(xs[s], one[:5 * count]) and np.array_equal(ys[s], one[1:5 * count + 1])
+        first += count
+    assert not any(np.array_equal(bx[0, :5], series_list[by_length[12]][:5]) for bx, _ in batches)  # left out
+    zero, losses = _zero_state_batches(dataset, scope["GroupResets"](pass_lengths), features=2, epochs=3)
+    assert zero == [0, 4, 10, 19, 23, 29, 38, 42, 48]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
 
 
 def test_the_fables_state_runs_across_the_joins_between_fables_inside_the_rows():

@@ -293,9 +293,14 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert len(strips) == 4 * 3 and strips[:3] == ["y: 1–5", "y: 6–10", "y: 11–15"] and "y: 62–66" in strips
     arrows = [a for a in ax.texts if a.get_text() == "" and a.xy[0] > 0.5]
     in_grid = [a for a in arrows if a.xy[0] < 17]
-    assert all(a.arrow_patch.get_linestyle() != "solid" for a in in_grid)  # only the state's arrows: dashed
+    # round 23 (a reader): the text said dashed, the arches looked solid. Now solid, as the legend's key and the text
+    (key, *_) = ax.get_legend().legend_handles
+    assert key.get_linestyle() == "-" and all(a.arrow_patch.get_linestyle() == "solid" for a in in_grid)
     assert sorted({round((a.xy[0] + a.xyann[0]) / 2) for a in in_grid}) == [5, 10] and len(in_grid) == 2 * 4
-    assert all(a.xy[0] - a.xyann[0] > 1.5 for a in in_grid)  # a reader: "small, on cell borders, easy to miss"
+    # round 23, third reader: arrows in a lane over the row "read like decoration, instead of joining token 4 to
+    # token 5": each is an arch from the middle of a window's last cell to the middle of the next window's first
+    assert all(a.xy[0] - a.xyann[0] == 1.0 for a in in_grid)
+    assert all("arc3" in str(a.arrow_patch.get_connectionstyle().__class__).lower() for a in in_grid)
     # round 23 (a reader): "the arrows start in the middle of a window": each starts under its window's last token
     # and ends under the next window's first token
     assert all(int(a.xyann[0]) % 5 == 4 and int(a.xy[0]) % 5 == 0 for a in in_grid)
@@ -309,7 +314,9 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     assert sorted(a.xy[1] for a in jumps) == pytest.approx([top + 0.5 for top in rows])
     assert all(a.xyann[0] > 16.9 for a in jumps)
     assert {"0–4", "17–21", "34–38", "51–55"} <= set(labels)
-    assert "with repeat=True,\nbatch 3: window 0 again:\nreset the state" in labels  # says when it happens
+    # says when it happens; round 23 (a reader): not "with repeat=True", which the notebook introduces later
+    assert "the next pass,\nbatch 3: window 0 again:\nreset the state" in labels
+    assert not any("repeat" in text for text in labels)
     assert not any(t.get_rotation() for t in ax.texts)  # no rotated label up the left side
     assert not any("never" in text or "only" in text for text in labels)  # in the grid: fewer words, the legend says
     # the tokens, 12 y strips, 3 batch bands, 4 next windows, 2 dropped tokens, 4 row panels
@@ -383,11 +390,27 @@ def test_reading_losses_draws_the_stateful_model_two_ways_and_the_plain_baseline
     assert len(dashed) == 1 and dashed[0].get_ydata()[0] == 1.83
     title = ax.get_title()
     assert "Held-out" in title and "0.16 nats below the plain LSTM" in title and "\n" not in title
+    assert "one seed" in title  # round 23 (a reader): the chart did not say it is one training run
     assert ax.get_legend() is None
     label = ax.get_ylabel()
     assert "nats" in label and "lower is better" in label and len(label.splitlines()) == 1
     with pytest.raises(ValueError, match="plain"):
         plots.reading_losses({"carried": 1.0, "reset": 2.0, "shuffled": 2.1})
+
+
+def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predictions():
+    # round 23 (a reader): the step-by-step predictions were only numbers; now a line each, the prediction dashed
+    import pytest
+
+    fig = plots.step_predictions([3200, 3201, 3202], [20.0, 20.5, 21.0], [20.1, 20.4, 21.3])
+    (ax,) = fig.axes
+    measured, predicted = ax.lines
+    assert measured.get_label() == "measured" and predicted.get_label() == "predicted, one minute at a time"
+    assert list(measured.get_xdata()) == [3200, 3201, 3202] and list(predicted.get_ydata()) == [20.1, 20.4, 21.3]
+    assert measured.get_linestyle() == "-" and predicted.get_linestyle() == "--"
+    assert ax.get_legend() is not None and ax.get_xlabel() == "minute" and "3 new minutes" in ax.get_title()
+    with pytest.raises(ValueError, match="same length"):
+        plots.step_predictions([0, 1], [1.0], [1.0, 2.0])
 
 
 # --------------------------------------------------------------------------- 04 validation queues

@@ -1,4 +1,4 @@
-"""Notebook 03's figures (03 batch iteration); :mod:`helpers.plots` re-exports both."""
+"""Notebook 03's figures (03 batch iteration); :mod:`helpers.plots` re-exports them."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import numpy as np
 
 from helpers.plots._style import COLORS, new_figure
 
-__all__ = ["ptb_grid", "reading_losses"]
+__all__ = ["ptb_grid", "reading_losses", "step_predictions"]
 
 
 # Okabe and Ito's colour-blind-safe colours, with the text colour each needs: one per batch of a pass.
 _BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"),
                  ("#CC79A7", "black"), ("#56B4E9", "black"), ("#D55E00", "white"))
 # the state carried from one batch to the next (the gradient does not follow it back)
-_CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 4.2, "linestyle": (0, (2.4, 1.0)),
-                "mutation_scale": 34}
-# the state arrow runs in a lane over its row (round 23, a reader: under the row, "they look like they point into
-# the targets"): from over a window's last token to over the next window's first token, its head there
-_CARRY_FROM, _CARRY_TO = 0.85, 0.95  # in cells, before and after the boundary between windows
-_LANE = -0.3  # the state arrows' lane: over the row of tokens, inside its panel (never over a number)
+_CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 3.0, "linestyle": "solid",
+                "mutation_scale": 22, "connectionstyle": "arc3,rad=-1.0", "shrinkA": 0, "shrinkB": 0}
+# round 23 (a reader): arrows in a lane over the row "read like decoration": each state arrow now joins a window's
+# last token to the next window's first token of the same row, an arch from the top of one cell to the top of the next
+_CARRY_FROM, _CARRY_TO = 0.5, 0.5  # in cells, before and after the boundary between windows: the two cells' middles
+_LANE = -0.02  # the arch's ends: the top edge of the row's cells (it rises into the panel above the row)
 _STRIP = 1.38  # the top of the strip of targets y
 _PANEL = (-0.62, 1.82)  # a grey panel behind each row, its arrows and its y strip: they belong together
 _PITCH = 2.64  # the arrows' lane, a row of tokens (height 1) and the strip of its targets y, then a gap
@@ -40,11 +40,11 @@ def ptb_grid(layout: Any) -> Any:
     to the row above it, not to the next). Under every row a strip draws ``y``: each batch's window again, in its
     colour, one token to the right (so the column after the last window is a target only: white). A band
     over each column of windows names its batch and says that ``y`` is the same window shifted by one. In a
-    lane over each row, a thick dashed arrow crosses each boundary between windows: the state carried to the
-    next batch (no arrow covers a number, none points at a ``y`` strip); small text after row 0's last one says so. Tokens never read are crossed out; the tokens the
+    row, a solid curved arrow (an arch) joins each window's last token to the next window's first: the state carried to the
+    next batch (from the top of one cell to the top of the next, so it covers no number); small text after row 0's last one says so. Tokens never read are crossed out; the tokens the
     reshape drops are drawn under the last row, where the stream goes on. The legend names the arrow,
     the white column and the crossed-out one, with their tokens. Right of the grid,
-    dashed boxes in batch 0's colour show what every row reads next with ``repeat=True``: its own first
+    dashed boxes in batch 0's colour show what every row reads in the next pass: its own first
     window again, where the state must be reset. Colours are colour-blind safe.
 
     >>> from helpers.batching import ptb_layout
@@ -110,21 +110,21 @@ def ptb_grid(layout: Any) -> Any:
                                     xytext=(edge - _CARRY_FROM, top + _LANE), arrowprops=_CARRY_ARROW)
                 carry.arrow_patch.set_path_effects([patheffects.withStroke(linewidth=6.5, foreground="white")])
                 if s == 0 and k == passes - 2:  # said once, on the figure, after row 0's last arrow (a reader)
-                    ax.text(edge + _CARRY_TO + 0.15, top + _LANE, "state carried, gradient stops", ha="left",
+                    ax.text(edge + _CARRY_TO + 0.45, top - 0.32, "state carried, gradient stops", ha="left",
                             va="center", fontsize=8, style="italic")
     band, band_height = -1.75, 0.95  # a band over each column of windows names its batch
     for k in range(passes):
         face, ink = _BATCH_COLORS[k]
         box(k * n + 0.05, band, n - 0.1, band_height, face, ink, f"batch {k}: x, a [{b}, {n}] tensor\n"
             "(y: the same, shifted by one)", size=9.5)
-    # the next pass (with repeat=True): every row reads its own first window again, from a reset state
+    # the next pass: every row reads its own first window again, from a reset state
     blue, blue_ink = _BATCH_COLORS[0]
     for s in range(b):
         ax.annotate("", xy=(next_left - 0.05, s * _PITCH + 0.5), xytext=(length + 0.05, s * _PITCH + 0.5),
                     arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14})
         box(next_left, s * _PITCH + 0.08, next_width, 0.84, blue, blue_ink,
             f"{s * length}–{s * length + n - 1}", size=10, style="--")
-    ax.text(next_left + next_width / 2, band + band_height / 2, f"with repeat=True,\nbatch {passes}: "
+    ax.text(next_left + next_width / 2, band + band_height / 2, f"the next pass,\nbatch {passes}: "
             "window 0 again:\nreset the state", ha="center", va="center", fontsize=9, fontweight="bold")
     below = b * _PITCH - 0.1  # the tokens the reshape drops: where the stream goes on, under the last row
     for i, token in enumerate(dropped):
@@ -199,8 +199,28 @@ def reading_losses(losses: Mapping[str, float]) -> Any:
     ax.text(positions[-1] + 0.55, (losses["carried"] + losses["plain"]) / 2, f"{gain:.2f} nats", ha="left",
             va="center", fontsize=9, fontweight="bold")
     ax.set(xticks=positions, xticklabels=names, ylim=(0, top * 1.15), xlim=(-0.6, positions[-1] + 1.55))
-    ax.set_title(f"Held-out fables: the carried state is {gain:.2f} nats below the plain LSTM")
+    ax.set_title(f"Held-out fables, one seed: the carried state is {gain:.2f} nats below the plain LSTM")
     ax.set_ylabel("loss per character, nats (lower is better)")
     ax.grid(axis="x", visible=False)
+    fig.tight_layout()
+    return fig
+
+
+def step_predictions(minutes: Any, measured: Any, predicted: Any) -> Any:
+    """One line chart: a series as measured (black) and as predicted one step at a time (dashed, red).
+
+    >>> fig = step_predictions([0, 1, 2], [1.0, 2.0, 3.0], [1.1, 1.9, 3.2])
+    >>> [line.get_label() for line in fig.axes[0].lines]
+    ['measured', 'predicted, one minute at a time']
+    """
+    minutes, measured, predicted = (np.asarray(a, dtype=float) for a in (minutes, measured, predicted))
+    if not len(minutes) == len(measured) == len(predicted):
+        raise ValueError("minutes, measured and predicted must have the same length")
+    fig, ax = new_figure(width=8.0, height=3.2)
+    ax.plot(minutes, measured, color="black", linewidth=2.0, label="measured")
+    ax.plot(minutes, predicted, color=COLORS[1], linewidth=2.0, linestyle="--", label="predicted, one minute at a time")
+    ax.set(xlabel="minute", ylabel="temperature")
+    ax.set_title(f"{len(minutes)} new minutes, predicted as each one arrives")
+    ax.legend(loc="best", fontsize=9)
     fig.tight_layout()
     return fig
