@@ -558,7 +558,7 @@ def test_05_fit_reports_what_a_custom_train_step_puts_in_a_listed_metric_and_use
     raw.compile(optimizer=keras.optimizers.SGD(0.01))
     reported = raw.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0).history["loss"][0]
     assert reported == 0.0, lesson(
-        NB05, "The question's step inside `fit`",
+        NB05, "The source question's step",
         "a custom train_step's raw {'loss': loss} is reported as the compiled loss tracker's 0.0, so WithPastB "
         f"returns its loss as 'step_loss' (now fit reports {reported} for 'loss')")
     model = _bn_model_05()
@@ -616,11 +616,11 @@ def test_05_a_stateful_rnns_states_are_neither_variables_nor_weights():
     fact = ("a stateful RNN's states are in layer.states, not in model.variables nor get_weights(), so "
             "set_weights(get_weights()) leaves them behind (helpers.snapshots walks them separately)")
     assert len(states) == 2 and not states & {id(v) for v in model.variables}, lesson(
-        NB05, "Optional: a complete copy, for stateful RNNs and `adapt()`", fact)
+        DOCS05, "Making the copy complete (`make_complete_sync`) and what it cannot reach", fact)
     copy = keras.models.clone_model(model)
     copy.set_weights(model.get_weights())
     assert not np.array_equal(copy(sequence).numpy(), model(sequence).numpy()), lesson(
-        NB05, "Optional: a complete copy, for stateful RNNs and `adapt()`", fact)
+        DOCS05, "Making the copy complete (`make_complete_sync`) and what it cannot reach", fact)
 
 
 def test_05_a_default_tape_watches_a_frozen_models_variables():
@@ -632,7 +632,7 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
         out = tf.reduce_sum(model(x, training=False))
     grads = tape.gradient(out, model.variables)
     assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
-        NB05, "The question's step inside `fit`", "model.trainable = False does not stop a default GradientTape from computing "
+        NB05, "The source question's step", "model.trainable = False does not stop a default GradientTape from computing "
         "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")
 
 
