@@ -1720,7 +1720,7 @@ def test_the_notebooks_target_networks_label_stands_still_between_syncs_and_its_
 
 def test_the_notebooks_point_7_label_approaches_its_exact_value_with_a_target_network(nb):
     # The Picture's text (round 23): point 7's target-network label "jumps closer after each sync", while without
-    # a copy it "overshoots and wanders"; at "some points (point 0, for one) labels first move away". Start 0 as
+    # a copy it "overshoots and wanders"; "elsewhere the first labels can move away (point 0's, printed)". Start 0 as
     # drawn. Point 7: the gap to the exact value never grows by more than 0.3 (seen 0.21) and ends below a tenth
     # of where it started (seen 4.6 -> 0.2); without a copy the label passes the exact value (seen 4.9 at its
     # lowest). Point 0: the target network's label moves away by more than 1 first (seen 1.35).
