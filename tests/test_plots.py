@@ -609,7 +609,9 @@ def test_snapshot_labels_draws_each_run_as_steps_with_the_exact_value_and_ticks_
     assert colours == [line.get_color() for line in lines[:2]]  # the same runs in the same colours
     short = plots.snapshot_labels(labels, exact=0.0, steps=12, point=3).axes[0]
     assert all(line.get_xdata().size == 12 for line in short.get_lines()[:2])
-    assert short.get_ylabel() == "label of point 3 in step t"
+    assert short.get_ylabel() == "label for point 3\n(reward + 0.9 × next-point guess)"
+    noted = plots.snapshot_labels(labels, exact=0.0, note="a note").axes[0]
+    assert [t.get_text() for t in noted.texts] == ["a note"] and not short.texts
     with pytest.raises(ValueError, match="at least one run"):
         plots.snapshot_labels({}, exact=0.0)
     with pytest.raises(ValueError, match=r"labels\['no copy'\]"):

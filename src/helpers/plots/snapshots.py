@@ -200,7 +200,7 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
 
 
 def snapshot_labels(labels: dict[str, Any], *, exact: float, syncs: tuple[str, int] | None = None,
-                    steps: int | None = None, point: int = 0) -> Any:
+                    steps: int | None = None, point: int = 0, note: str | None = None) -> Any:
     """The label one point gets at each training step, one line per run: where a target network's labels
     stand still and a network's own labels move.
 
@@ -210,7 +210,7 @@ def snapshot_labels(labels: dict[str, Any], *, exact: float, syncs: tuple[str, i
     which the labels should approach) is a dashed grey line. ``syncs = (name, every)`` marks with ticks
     along the bottom, in that run's colour, the steps 0, ``every``, ``2 every``, ... in which the run
     named ``name`` syncs its copy. ``steps`` shows the first ``steps`` steps only. The legend sits below
-    the axes.
+    the axes. ``note`` (optional) is written in small grey text in the lower right corner of the axes.
 
     >>> import numpy as np
     >>> fig = snapshot_labels({"no copy": np.linspace(0, 1, 30), "hard copy": np.repeat([0.0, 0.5, 0.9], 10)},
@@ -247,11 +247,13 @@ def snapshot_labels(labels: dict[str, Any], *, exact: float, syncs: tuple[str, i
         every = syncs[1]
         ticks = np.arange(0, shown, every)
         short = syncs[0].split(",")[0]
-        ax.plot(ticks, np.full(ticks.shape, low - 2 * pad), ls="none", marker="|", ms=14, mew=2, color=COLORS[k],
-                clip_on=False, label=f"ticks: syncs of the {short} (steps 0, {every}, {2 * every}, ...)")
+        ax.plot(ticks, np.full(ticks.shape, low - 2 * pad), ls="none", marker="|", ms=9, mew=1.2, color=COLORS[k],
+                alpha=0.55, clip_on=False, label=f"ticks: syncs of the {short} (steps 0, {every}, {2 * every}, ...)")
     ax.set_xlim(-1, shown)
     ax.set_xlabel("training step t")
-    ax.set_ylabel(f"label of point {point} in step t")
+    ax.set_ylabel(f"label for point {point}\n(reward + 0.9 × next-point guess)")
+    if note:
+        ax.text(0.99, 0.03, note, transform=ax.transAxes, ha="right", va="bottom", fontsize=9, color="dimgrey")
     ax.set_title(f"The label point {point} trains on, step by step\n"
                  "(a target network's stands still between syncs; the network's own moves at every step)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=9.5)
