@@ -653,3 +653,40 @@ def test_snapshot_targets_draws_each_start_thin_their_mean_thick_and_ticks_at_th
         plots.snapshot_targets(runs, syncs=("soft copy", 10))
     with pytest.raises(ValueError, match="syncs' interval"):
         plots.snapshot_targets(runs, syncs=("hard copy", 0))
+
+
+def test_snapshot_labels_draws_each_run_as_steps_with_the_exact_value_and_ticks_at_the_syncs():
+    import numpy as np
+    import pytest
+
+    labels = {"no copy": np.linspace(0.0, 1.0, 35), "hard copy": np.repeat([0.0, 0.5, 0.8, 0.9], [11, 10, 10, 4])}
+    fig = plots.snapshot_labels(labels, exact=1.5, syncs=("hard copy", 10))
+    ax = fig.axes[0]
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines[:2]] == list(labels)
+    assert lines[0].get_drawstyle() == "steps-post"  # a label holds for its whole step
+    np.testing.assert_array_equal(lines[1].get_ydata(), labels["hard copy"])
+    assert lines[2].get_label() == "exact value of point 0" and lines[2].get_linestyle() == "--"
+    assert list(lines[2].get_ydata()) == [1.5, 1.5]
+    ticks = lines[-1]
+    assert list(ticks.get_xdata()) == [0, 10, 20, 30] and ticks.get_marker() == "|"
+    assert ticks.get_color() == lines[1].get_color()  # in the hard copy's colour
+    assert ax.get_ylim()[0] < 0.0 and ax.get_ylim()[1] > 1.5  # every line and the exact value inside
+    colours = [line.get_color() for line in plots.snapshot_targets(
+        {name: np.ones(3) for name in labels}).axes[0].get_lines()]
+    assert colours == [line.get_color() for line in lines[:2]]  # the same runs in the same colours
+    short = plots.snapshot_labels(labels, exact=0.0, steps=12, point=3).axes[0]
+    assert all(line.get_xdata().size == 12 for line in short.get_lines()[:2])
+    assert short.get_ylabel() == "label for point 3\n(reward + 0.9 × next-point guess)"
+    noted = plots.snapshot_labels(labels, exact=0.0, note="a note").axes[0]
+    assert [t.get_text() for t in noted.texts] == ["a note"] and not short.texts
+    with pytest.raises(ValueError, match="at least one run"):
+        plots.snapshot_labels({}, exact=0.0)
+    with pytest.raises(ValueError, match=r"labels\['no copy'\]"):
+        plots.snapshot_labels({"no copy": np.zeros((2, 2))}, exact=0.0)
+    with pytest.raises(ValueError, match="steps must be"):
+        plots.snapshot_labels(labels, exact=0.0, steps=0)
+    with pytest.raises(ValueError, match="syncs names a run"):
+        plots.snapshot_labels(labels, exact=0.0, syncs=("soft copy", 10))
+    with pytest.raises(ValueError, match="syncs' interval"):
+        plots.snapshot_labels(labels, exact=0.0, syncs=("hard copy", 0))

@@ -909,9 +909,9 @@ def _from_docs(scope):
 
 @pytest.fixture(scope="module")
 def nb():
-    scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "Head",
-                           "TargetLearner", "all_layers", "make_complete_sync", "ring", "value_errors",
-                           "make_soft_sync")
+    scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "ValueNet",
+                           "TargetLearner", "points", "angles", "states", "next_states", "rewards", "moves",
+                           "exact_values", "value_errors", "make_soft_sync", "soft_learner")
     scope = _from_docs(scope)
     scope["make_models"] = lambda seed=0: _make_models(scope, seed)
     return scope
@@ -1541,8 +1541,20 @@ def test_make_complete_sync_cannot_reach_a_layer_inside_a_custom_layer_and_snaps
                                                     "every variable equal: True, same output: True"]
 
 
+class Head(keras.Model):  # the notebook's "your own model" in rounds 8-22 (its ValueNet since round 23)
+    def __init__(self, units):
+        super().__init__()
+        self.hidden = keras.layers.Dense(units, activation="relu")
+        self.norm = keras.layers.BatchNormalization()
+        self.out = keras.layers.Dense(1)
+
+    def call(self, h, training=False):
+        return self.out(self.norm(self.hidden(h), training=training))
+
+
 def test_make_sync_copies_a_subclassed_model_whose_copy_is_built_by_its_constructor(nb, capsys):
-    # The notebook's "Your own model": clone_model refuses its subclassed Head (Keras 3.15: NotImplementedError
+    # The notebook's ValueNet (round 23; Head, with BatchNorm, in rounds 8-22): clone_model refuses a subclass
+    # whose constructor takes an argument (Keras 3.15: NotImplementedError
     # asking for get_config()); the copy is built by calling the constructor again and the copy once on a
     # batch, then make_sync; check_copy passes (BatchNorm's statistics moved first). Also with a Dropout
     # layer, whose random-number state is a variable too.
@@ -1558,7 +1570,7 @@ def test_make_sync_copies_a_subclassed_model_whose_copy_is_built_by_its_construc
             return self.out(self.drop(self.norm(self.hidden(h), training=training), training=training))
 
     x = np.random.default_rng(1).normal(size=(32, 8)).astype("float32")
-    for head in (nb["Head"], HeadWithDropout):
+    for head in (nb["ValueNet"], Head, HeadWithDropout):
         keras.utils.set_random_seed(0)
         mine = head(16)
         mine(x, training=True)
@@ -1568,7 +1580,7 @@ def test_make_sync_copies_a_subclassed_model_whose_copy_is_built_by_its_construc
         past(x[:1])
         nb["make_sync"](mine, past)()
         nb["check_copy"](mine, past, x)
-    assert capsys.readouterr().out == "every variable equal: True, same output: True\n" * 2
+    assert capsys.readouterr().out == "every variable equal: True, same output: True\n" * 3
 
 
 def test_the_notebooks_two_demos_print_false_for_make_sync_and_true_for_make_complete_sync(nb, capsys):
@@ -1654,8 +1666,9 @@ def _counting_syncs(nb):
 
     scope["make_sync"] = make_counted_sync
     exec(compile(_notebook_source_of("TargetLearner"), NOTEBOOK, "exec"), scope)  # noqa: S102 - its make_sync counts
-    value_errors = type(nb["value_errors"])(nb["value_errors"].__code__, scope, "value_errors",
-                                           nb["value_errors"].__defaults__)
+    defaults = tuple(scope["TargetLearner"] if d is nb["TargetLearner"] else d for d in nb["value_errors"].__defaults__)
+    assert scope["TargetLearner"] in defaults  # value_errors' make_learner: the counting TargetLearner
+    value_errors = type(nb["value_errors"])(nb["value_errors"].__code__, scope, "value_errors", defaults)
     return value_errors, counter
 
 
@@ -1663,9 +1676,9 @@ def test_the_notebooks_value_errors_syncs_its_target_network_in_steps_0_10_20(nb
     # The notebook: "The step syncs in steps 0, 10, 20, ... only (tf.cond)": once when the copy is made (it
     # starts equal), then in steps 0, 10 and 20 of 25; the wrapper gives the same errors as the notebook's run.
     value_errors, counter = _counting_syncs(nb)
-    errors = value_errors(True, steps=25)
-    assert int(counter.numpy()) == 1 + 3 and len(errors) == 25  # one error per step, measured before it
-    np.testing.assert_allclose(errors, nb["value_errors"](True, steps=25), rtol=1e-6)
+    errors, labels = value_errors(True, steps=25)
+    assert int(counter.numpy()) == 1 + 3 and len(errors) == len(labels) == 25  # one each per step, before it
+    np.testing.assert_allclose(errors, nb["value_errors"](True, steps=25)[0], rtol=1e-6)
 
 
 def test_the_rings_exact_values_and_bad_arguments():
@@ -1679,6 +1692,48 @@ def test_the_rings_exact_values_and_bad_arguments():
         snapshot_data.ring(gamma=1.0)
     with pytest.raises(ValueError, match="points"):
         snapshot_data.ring(points=1)
+
+
+def test_the_notebooks_ring_is_built_in_the_notebook_as_snapshot_data_builds_it(nb):
+    # Round 23: the notebook builds its data in plain NumPy (its values solved exactly); the same arrays as
+    # snapshot_data.ring(), whose tests above check the equations.
+    ring = snapshot_data.ring()
+    for name in ("states", "next_states", "rewards"):
+        np.testing.assert_array_equal(nb[name], getattr(ring, name))
+    np.testing.assert_allclose(nb["exact_values"], ring.values, rtol=1e-6)
+    # the check the notebook printed until round 23's fourth edit: value = reward + 0.9 * next point's value
+    np.testing.assert_allclose(nb["exact_values"], nb["rewards"] + 0.9 * np.roll(nb["exact_values"], -1, axis=0),
+                               atol=1e-5)
+
+
+def test_the_notebooks_target_networks_label_stands_still_between_syncs_and_its_own_label_moves(nb):
+    # The notebook's label figure (round 23): "The target network's label is a staircase: it holds for 10 steps
+    # while the network learns toward it, then jumps after each sync. Without a copy the label moves at every step."
+    # value_errors records every point's label per step (round 23, second edit; the figure shows point 7). The
+    # label step t trains on (recorded before the step): with the copy synced in steps 0, 10, 20 every point's
+    # changes in steps 11 and 21 only; without a copy in every step; the soft copy's in every step by small amounts.
+    hard = np.array(nb["value_errors"](True, steps=25)[1])
+    alone = np.array(nb["value_errors"](False, steps=25)[1])
+    soft = np.array(nb["value_errors"](True, steps=25, make_learner=nb["soft_learner"])[1])
+    assert hard.shape == alone.shape == soft.shape == (25, 32)
+    assert list(np.flatnonzero(np.any(np.diff(hard, axis=0) != 0, axis=1)) + 1) == [11, 21]
+    assert np.all(np.diff(hard, axis=0)[[10, 20]] != 0)  # at a sync every point's label moves
+    assert np.all(np.diff(alone, axis=0) != 0) and np.all(np.diff(soft, axis=0)[1:] != 0)  # step 0: a no-op sync
+    assert np.abs(np.diff(soft, axis=0)).max() < np.abs(np.diff(alone, axis=0)).max()
+
+
+def test_the_notebooks_point_7_label_approaches_its_exact_value_with_a_target_network(nb):
+    # The Picture's text (round 23): point 7's target-network label "jumps closer after each sync", while without
+    # a copy it "overshoots and wanders"; "elsewhere the first labels can move away (point 0's, printed)". Start 0 as
+    # drawn. Point 7: the gap to the exact value never grows by more than 0.3 (seen 0.21) and ends below a tenth
+    # of where it started (seen 4.6 -> 0.2); without a copy the label passes the exact value (seen 4.9 at its
+    # lowest). Point 0: the target network's label moves away by more than 1 first (seen 1.35).
+    exact = nb["exact_values"][:, 0]
+    hard = np.abs(np.array(nb["value_errors"](True)[1]) - exact)
+    alone = np.array(nb["value_errors"](False)[1])[:, 7]
+    assert _largest_rise(hard[:, 7]) < 0.3 and hard[-1, 7] < hard[0, 7] / 10
+    assert alone.min() < exact[7] - 0.5
+    assert _largest_rise(hard[:, 0]) > 1.0
 
 
 def _largest_rise(errors):
@@ -1721,8 +1776,8 @@ def test_without_momentum_the_run_without_a_copy_settles_too(nb, seed):
     # never climbs back (largest rise < 0.05; seen 0.00) and ends no higher than the target network's (seen 0.93
     # vs 1.08, mean of 3 starts after 200 steps).
     value_errors = _value_errors_with(nb, "keras.optimizers.SGD(0.02)")
-    alone = np.array(value_errors(False, seed))
-    hard = np.array(value_errors(True, seed))
+    alone = np.array(value_errors(False, seed)[0])
+    hard = np.array(value_errors(True, seed)[0])
     assert _largest_rise(alone) < 0.05
     assert alone[-1] <= hard[-1]
 
@@ -1730,11 +1785,11 @@ def test_without_momentum_the_run_without_a_copy_settles_too(nb, seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_the_notebooks_soft_copy_falls_smoothly_and_ends_below_the_network_alone(nb, seed):
     # The notebook's Picture (round 19): "With either copy the error falls steadily ... the soft copy's smoothly".
-    # value_errors(True, seed, tau=0.1): make_soft_sync at every step. It never climbs back (largest rise < 0.05;
+    # value_errors(True, seed, make_learner=soft_learner): make_soft_sync (tau = 0.1) at every step. It never climbs back (largest rise < 0.05;
     # seen <= 0.004), its 20-step averages always fall, and it ends lower than the run without a copy (seen 0.43-0.47
     # against 0.95-1.6), near the target network's (seen 0.43-0.66).
-    soft = np.array(nb["value_errors"](True, seed, tau=0.1))
-    alone = np.array(nb["value_errors"](False, seed))
+    soft = np.array(nb["value_errors"](True, seed, make_learner=nb["soft_learner"])[0])
+    alone = np.array(nb["value_errors"](False, seed)[0])
     assert soft.size == 200 and _largest_rise(soft) < 0.05
     assert np.all(np.diff(soft.reshape(10, 20).mean(axis=1)) < 0)
     assert soft[-1] < alone[-1] / 1.5
@@ -1760,8 +1815,8 @@ def test_the_notebooks_target_network_learns_the_values_better_than_the_networks
     # back by more than 0.8 after a low point; seen 1.0-1.4) and stays high; with a target network synced
     # every 10 steps it falls steadily (20-step averages always fall, no climb over 0.3; seen <= 0.18) and
     # ends lower, also over the last 50 steps (seen 1.4-3.4x).
-    alone = np.array(nb["value_errors"](False, seed))
-    hard = np.array(nb["value_errors"](True, seed))
+    alone = np.array(nb["value_errors"](False, seed)[0])
+    hard = np.array(nb["value_errors"](True, seed)[0])
     assert _largest_rise(alone) > 0.8
     assert np.all(np.diff(hard.reshape(10, 20).mean(axis=1)) < 0) and _largest_rise(hard) < 0.3
     assert hard[-1] < alone[-1] / 1.2 and hard[-50:].mean() < alone[-50:].mean() / 1.2

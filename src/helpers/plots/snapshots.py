@@ -8,7 +8,7 @@ import numpy as np
 
 from helpers.plots._style import COLORS, new_figure
 
-__all__ = ["snapshot_lag", "snapshot_step_order", "snapshot_targets"]
+__all__ = ["snapshot_labels", "snapshot_lag", "snapshot_step_order", "snapshot_targets"]
 
 
 def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None,
@@ -194,6 +194,68 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
     else:
         second = "(lower is better; one start per run)"
     ax.set_title(f"{first}\n{second}")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=9.5)
+    fig.tight_layout()
+    return fig
+
+
+def snapshot_labels(labels: dict[str, Any], *, exact: float, syncs: tuple[str, int] | None = None,
+                    steps: int | None = None, point: int = 0, note: str | None = None) -> Any:
+    """The label one point gets at each training step, one line per run: where a target network's labels
+    stand still and a network's own labels move.
+
+    ``labels`` maps a run's name to the label of point ``point`` at steps 0, 1, 2, ... (the label step t
+    trains on). Each run is drawn as steps (a label holds for its whole step), in the colours
+    :func:`snapshot_targets` gives the same runs in the same order. ``exact`` (the point's exact value,
+    which the labels should approach) is a dashed grey line. ``syncs = (name, every)`` marks with ticks
+    along the bottom, in that run's colour, the steps 0, ``every``, ``2 every``, ... in which the run
+    named ``name`` syncs its copy. ``steps`` shows the first ``steps`` steps only. The legend sits below
+    the axes. ``note`` (optional) is written in small grey text in the lower right corner of the axes.
+
+    >>> import numpy as np
+    >>> fig = snapshot_labels({"no copy": np.linspace(0, 1, 30), "hard copy": np.repeat([0.0, 0.5, 0.9], 10)},
+    ...                       exact=1.0, syncs=("hard copy", 10))
+    >>> [line.get_label() for line in fig.axes[0].get_lines()][:3]
+    ['no copy', 'hard copy', 'exact value of point 0']
+    """
+    if not labels:
+        raise ValueError("labels must hold at least one run")
+    curves = {}
+    for name, given in labels.items():
+        curves[name] = np.asarray(given, dtype=float)
+        if curves[name].ndim != 1 or curves[name].size == 0:
+            raise ValueError(f"labels[{name!r}] must be a non-empty 1-D sequence, got shape {curves[name].shape}")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"steps must be a positive number of steps, got {steps!r}")
+    if syncs is not None:
+        if syncs[0] not in curves:
+            raise ValueError(f"syncs names a run that is not in labels: {syncs[0]!r}")
+        if isinstance(syncs[1], bool) or not isinstance(syncs[1], int) or syncs[1] < 1:
+            raise ValueError(f"syncs' interval must be a positive number of steps, got {syncs[1]!r}")
+    shown = min(max(curve.size for curve in curves.values()), steps or 10**9)
+    fig, ax = new_figure(width=9.0, height=4.6)
+    for k, (name, curve) in enumerate(curves.items()):
+        curve = curve[:shown]
+        ax.step(np.arange(curve.size), curve, where="post", color=COLORS[k], lw=2.0, label=name)
+    ax.axhline(float(exact), color="grey", ls="--", lw=1.2, label=f"exact value of point {point}")
+    low = min(float(exact), *(float(c[:shown].min()) for c in curves.values()))
+    high = max(float(exact), *(float(c[:shown].max()) for c in curves.values()))
+    pad = 0.08 * (high - low if high > low else 1.0)
+    ax.set_ylim(low - 2 * pad, high + pad)
+    if syncs is not None:
+        k = list(curves).index(syncs[0])
+        every = syncs[1]
+        ticks = np.arange(0, shown, every)
+        short = syncs[0].split(",")[0]
+        ax.plot(ticks, np.full(ticks.shape, low - 2 * pad), ls="none", marker="|", ms=9, mew=1.2, color=COLORS[k],
+                alpha=0.55, clip_on=False, label=f"ticks: syncs of the {short} (steps 0, {every}, {2 * every}, ...)")
+    ax.set_xlim(-1, shown)
+    ax.set_xlabel("training step t")
+    ax.set_ylabel(f"label for point {point}\n(reward + 0.9 × next-point guess)")
+    if note:
+        ax.text(0.99, 0.03, note, transform=ax.transAxes, ha="right", va="bottom", fontsize=9, color="dimgrey")
+    ax.set_title(f"The label point {point} trains on, step by step\n"
+                 "(a target network's stands still between syncs; the network's own moves at every step)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=9.5)
     fig.tight_layout()
     return fig
