@@ -535,13 +535,14 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     assert [t.get_text() for t in ax.texts] == ["1.000", "1.200"]  # the best pass's value and the last's
     assert ax.get_yscale() == "log" and ax.get_title() == "kept"
     back = keep_best_curve(curve, 20, patience=2, restored=1.0).axes[0]  # a pass after fit: the best weights
-    diamond = back.lines[-1]  # right of the last pass: after fit, not a pass
-    assert list(diamond.get_xdata()) == [60 + 0.05 * 60] and list(diamond.get_ydata()) == [1.0]
+    diamond = back.lines[-1]  # at the stop line (not a later step), not joined to the passes: after fit
+    assert list(diamond.get_xdata()) == [60] and list(diamond.get_ydata()) == [1.0]
     assert diamond.get_marker() == "D" and diamond.get_label() == "after fit: the best weights put back (1.000)"
-    assert back.texts[2].get_text() == "after fit:\n1.000" and len(back.texts) == 3  # a label, no arrow
-    assert back.get_xlim()[1] > 60 + 0.05 * 60
+    assert back.texts[2].get_text() == "after fit: 1.000" and len(back.texts) == 3  # a label, no arrow
+    assert back.texts[2].xy == (60, 1.0)  # next to its own marker
+    assert back.get_xlim()[1] > 60 + 0.1 * 60  # room for the label right of the stop line
     low = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.05), (60, 1.5), (80, 1.3)], 20).axes[0]
-    assert [t.get_text() for t in low.texts] == ["1.000", "1.050", "1.300"]  # the next lowest pass is labelled too
+    assert [t.get_text() for t in low.texts] == ["1.000", "1.300"]  # the best and the last only (round 23)
     still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
     assert [line.get_label() for line in still.lines] == ["validation loss of each pass",
                                                          "the best pass: its weights are kept"]

@@ -1467,7 +1467,9 @@ def test_the_notebooks_copy_holds_both_guards_in_keep_bests_on_train_begin_and_t
     begin = production.split("def on_train_begin", 1)[1].split("\n    def ", 1)[0]
     assert "steps_per_execution != 1" in begin and "raise ValueError" in begin
     assert "self.curve[-1][0] != int(self.model.optimizer.iterations)" in begin
-    assert "# ---- safety checks" in production.split("def on_train_begin", 1)[0].splitlines()[-2]  # a marked block
+    marker = production.split("def on_train_begin", 1)[0].splitlines()[-2]  # a marked block, its comment true:
+    assert "# ---- safety checks: guard against missing or duplicate passes" in marker  # not "not needed":
+    assert "starts the first pass" in marker and "not needed" not in production  # it runs the first pass too
     said = " ".join(notebook_markdown().split())
     assert "`compile(steps_per_execution=1)`, the default; otherwise a `ValueError` before training" in said
     assert "`fit` may be called again: steps count on, and no step gets two passes" in said

@@ -17,10 +17,10 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     by a line; the best pass (at ``best_step``) a large green star labelled with its value; with
     ``patience``, when the last pass is at least ``patience`` passes after the best, the passes
     after the best are open red circles (the last one labelled with its value) and a dashed line at
-    the last pass says where ``fit`` stopped. The lowest pass other than the best is labelled with its
-    value too (on a log axis it can look as low as the best). ``restored``: the loss of a pass on the
-    weights ``fit`` left, a green diamond right of the last step (not on the passes' line: it is not a
-    pass), labelled with its value; no arrow. Log y axis with plain tick labels. Returns the Figure.
+    the last pass says where ``fit`` stopped. ``restored``: the loss of a pass on the weights ``fit``
+    left, a green diamond AT the last step (on the stop line, not joined to the passes: it is not a
+    pass), labelled "after fit" with its value to its right; no arrow. Every number sits next to its
+    own marker. Log y axis with plain tick labels. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
     >>> [line.get_label() for line in fig.axes[0].lines][:3]
@@ -48,22 +48,20 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
                 mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
-    others = [i for i in range(len(curve)) if i != best]
-    runner_up = min(others, key=lambda i: losses[i]) if others else None  # the next lowest pass
-    labelled = [best] + [i for i in (runner_up, len(curve) - 1) if i is not None and i != best]
-    for i in dict.fromkeys(labelled):  # the best pass's value left of its star, the others above their points
+    labelled = [best] + ([len(curve) - 1] if len(curve) - 1 != best else [])
+    for i in labelled:  # the best pass's value left of its star, the last pass's above its point
         ax.annotate(f"{losses[i]:.3f}", (steps[i], losses[i]), textcoords="offset points",
                     xytext=(-12, -4) if i == best else (0, 10), ha="right" if i == best else "center",
                     va="top" if i == best else "bottom", fontsize=9, color="0.2", zorder=5,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     span = max(steps[-1] - steps[0], 1)
     right = steps[-1] + 0.04 * span
-    if restored is not None:  # a marker and a label only, right of the stop: after fit, not a pass
-        where = steps[-1] + 0.05 * span
-        right = steps[-1] + 0.2 * span
+    if restored is not None:  # at the stop line, not joined to the passes: after fit, not a pass
+        where = steps[-1]
+        right = steps[-1] + 0.16 * span
         ax.plot([where], [restored], ls="none", marker="D", ms=9, color=COLORS[2], mec="white", zorder=4,
                 label=f"after fit: the best weights put back ({restored:.3f})")
-        ax.annotate(f"after fit:\n{restored:.3f}", (where, restored), textcoords="offset points", xytext=(9, 0),
+        ax.annotate(f"after fit: {restored:.3f}", (where, restored), textcoords="offset points", xytext=(9, 0),
                     ha="left", va="center", fontsize=9, color=COLORS[2], zorder=5)
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
