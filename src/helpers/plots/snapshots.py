@@ -161,11 +161,7 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
         if curve.ndim != 2 or curve.size == 0:
             raise ValueError(f"errors[{name!r}] must be a non-empty sequence, or one row per start, got shape {curve.shape}")
         curves[name] = curve
-    if syncs is not None:
-        if syncs[0] not in curves:
-            raise ValueError(f"syncs names a run that is not in errors: {syncs[0]!r}")
-        if isinstance(syncs[1], bool) or not isinstance(syncs[1], int) or syncs[1] < 1:
-            raise ValueError(f"syncs' interval must be a positive number of steps, got {syncs[1]!r}")
+    _check_syncs(syncs, curves, "errors")
     fig, ax = new_figure(width=9.0, height=4.8)
     steps = max(curve.shape[1] for curve in curves.values())
     for k, (name, curve) in enumerate(curves.items()):
@@ -175,12 +171,7 @@ def snapshot_targets(errors: dict[str, Any], *, syncs: tuple[str, int] | None = 
                 ax.plot(x, row, color=COLORS[k], lw=0.8, alpha=0.45, label="_start")
         ax.plot(x, curve.mean(axis=0), color=COLORS[k], lw=2.2, label=name)
     if syncs is not None:
-        k = list(curves).index(syncs[0])
-        every = syncs[1]
-        ticks = np.arange(0, steps, every)
-        short = syncs[0].split(",")[0]
-        ax.plot(ticks, np.zeros_like(ticks, dtype=float), ls="none", marker="|", ms=14, mew=2, color=COLORS[k],
-                clip_on=False, label=f"ticks: syncs of the {short} (steps 0, {every}, {2 * every}, ...)")
+        _sync_ticks(ax, syncs, list(curves), steps, 0.0, ms=14, mew=2)
     starts = {curve.shape[0] for curve in curves.values()}
     highest = max(float(curve.max()) for curve in curves.values())
     ax.set_ylim(0, 1.05 * highest if highest > 0 else 1.0)
@@ -227,11 +218,7 @@ def snapshot_labels(labels: dict[str, Any], *, exact: float, syncs: tuple[str, i
             raise ValueError(f"labels[{name!r}] must be a non-empty 1-D sequence, got shape {curves[name].shape}")
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
         raise ValueError(f"steps must be a positive number of steps, got {steps!r}")
-    if syncs is not None:
-        if syncs[0] not in curves:
-            raise ValueError(f"syncs names a run that is not in labels: {syncs[0]!r}")
-        if isinstance(syncs[1], bool) or not isinstance(syncs[1], int) or syncs[1] < 1:
-            raise ValueError(f"syncs' interval must be a positive number of steps, got {syncs[1]!r}")
+    _check_syncs(syncs, curves, "labels")
     shown = min(max(curve.size for curve in curves.values()), steps or 10**9)
     fig, ax = new_figure(width=9.0, height=4.6)
     for k, (name, curve) in enumerate(curves.items()):
@@ -243,12 +230,7 @@ def snapshot_labels(labels: dict[str, Any], *, exact: float, syncs: tuple[str, i
     pad = 0.08 * (high - low if high > low else 1.0)
     ax.set_ylim(low - 2 * pad, high + pad)
     if syncs is not None:
-        k = list(curves).index(syncs[0])
-        every = syncs[1]
-        ticks = np.arange(0, shown, every)
-        short = syncs[0].split(",")[0]
-        ax.plot(ticks, np.full(ticks.shape, low - 2 * pad), ls="none", marker="|", ms=9, mew=1.2, color=COLORS[k],
-                alpha=0.55, clip_on=False, label=f"ticks: syncs of the {short} (steps 0, {every}, {2 * every}, ...)")
+        _sync_ticks(ax, syncs, list(curves), shown, low - 2 * pad, ms=9, mew=1.2, alpha=0.55)
     ax.set_xlim(-1, shown)
     ax.set_xlabel("training step t")
     ax.set_ylabel(f"label for point {point}\n(reward + 0.9 × next-point guess)")
@@ -259,3 +241,23 @@ def snapshot_labels(labels: dict[str, Any], *, exact: float, syncs: tuple[str, i
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, fontsize=9.5)
     fig.tight_layout()
     return fig
+
+
+def _check_syncs(syncs: tuple[str, int] | None, curves: dict[str, Any], given: str) -> None:
+    """Refuse a ``syncs = (name, every)`` that names no run in ``curves`` (the argument called ``given``) or
+    whose interval is not a positive number of steps."""
+    if syncs is None:
+        return
+    if syncs[0] not in curves:
+        raise ValueError(f"syncs names a run that is not in {given}: {syncs[0]!r}")
+    if isinstance(syncs[1], bool) or not isinstance(syncs[1], int) or syncs[1] < 1:
+        raise ValueError(f"syncs' interval must be a positive number of steps, got {syncs[1]!r}")
+
+
+def _sync_ticks(ax: Any, syncs: tuple[str, int], names: list[str], steps: int, y: float, **style: Any) -> None:
+    """Ticks at height ``y`` on the steps 0, every, 2 every, ... below ``steps`` in which the run ``syncs[0]``
+    syncs its copy, in that run's colour, labelled for the legend."""
+    name, every = syncs
+    ticks = np.arange(0, steps, every)
+    ax.plot(ticks, np.full(ticks.shape, y), ls="none", marker="|", color=COLORS[names.index(name)], clip_on=False,
+            label=f"ticks: syncs of the {name.split(',')[0]} (steps 0, {every}, {2 * every}, ...)", **style)
