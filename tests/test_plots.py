@@ -38,48 +38,40 @@ def _lines(ax, style):
             if line.get_linestyle() == style and len(line.get_xdata())]
 
 
-def test_held_vs_leaky_shows_the_batch_each_evaluation_read():
+def test_held_vs_leaky_draws_each_run_on_its_own_panel_with_the_batch_each_evaluation_read():
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
-    strip, ax = fig.axes
-    assert [t.get_text() for t in strip.texts] == ["0"] * 5 + ["0", "1", "2"]  # one batch held; one per evaluation
-    assert [t.get_position()[0] for t in strip.texts] == [1, 2, 3, 4, 5, 1, 2, 3]  # under its evaluation
-    assert [t.get_text() for t in strip.get_yticklabels()] == ["batch held", "next() in the loss"]
-    assert strip.get_xlim() == ax.get_xlim() == (0.4, 5.6)  # the columns line up; the axis ends at the last one
+    top, bottom = fig.axes
+    blue, red = plots.COLORS[:2]
+    assert {line.get_color() for line in top.lines if len(line.get_xdata())} == {blue}  # the held run alone
+    assert {line.get_color() for line in bottom.lines if len(line.get_xdata())} == {red}  # the next() run alone
+    assert "batch 1" in top.get_title() and "batch k" in bottom.get_title()  # numbered from 1, as the evaluations
+    assert [t.get_text() for t in bottom.texts][:3] == ["batch 1", "batch 2", "batch 3"]  # evaluation k on batch k
+    assert [t.xy[0] for t in bottom.texts][:3] == [1, 2, 3]  # over its own evaluation, no left/right offset
+    assert top.get_xlim() == bottom.get_xlim() == (0.4, 5.6)  # the columns line up; the axis ends at the last one
+    assert top.get_ylim() == bottom.get_ylim()  # one scale for both panels
+    assert list(bottom.get_xticks()) == [1, 2, 3, 4, 5] and bottom.get_xlabel() == "evaluation (one call of fun)"
+    assert all("\n" not in ax.get_title() for ax in (top, bottom))  # one line each
 
 
 def test_held_vs_leaky_joins_only_the_held_runs_accepted_points():
-    # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 0), 258 rejected, 2.0 accepted
+    # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 1), 258 rejected, 2.0 accepted
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
-    ax = fig.axes[1]
-    assert ax.get_yscale() == "log"
-    blue, red = plots.COLORS[:2]
-    shift = plots.decoupling.DODGE  # in each column the held run's point sits left, the leaky run's right
-    assert 0 < shift < 0.3
-    paths = {color: x for x, color in _lines(ax, "-")}
-    assert np.allclose(paths[blue], [1 - shift, 3 - shift, 4 - shift, 5 - shift])  # the start and accepted points
-    assert red not in paths  # the leaky run's accepted points are each on another batch: not a trajectory
-    assert _lines(ax, ":") == []  # rejected trials are crosses in both runs, joined to nothing
-    marks = _marks(ax)
-    assert "s" not in marks and sorted(marks["x"]) == [2 - shift, 2 + shift]  # every rejected trial a cross
-    assert all(line.get_alpha() == 0.5 and line.get_markersize() < 9 for line in ax.lines
-               if line.get_marker() == "x")  # light and small: not the point of the picture
-    assert sorted(marks["o"]) == sorted([1 - shift, 3 - shift, 4 - shift, 5 - shift, 1 + shift, 3 + shift])
-    low, high = ax.get_ylim()
-    assert 0.1 / 3 < low <= 0.1 and 430.0 <= high <= 430.0 * 4  # every point on the scale, no empty decade
-    texts = [t.get_text() for t in ax.texts]
-    assert texts == ["start", "red dots: each on another batch,\nnot comparable with blue or each other", "stops after 5 evaluations",
-                     "stops after 3 evaluations"]  # the note by the red dots; no arrow label
-    legend = ax.get_legend()
-    assert [t.get_text() for t in legend.get_texts()] == [
-        "batch held: accepted points, all on batch 0",
-        "next() in the loss: accepted points, each on its own batch (not comparable)",
-        "rejected trial (normal in both runs)"]
-    assert ax.get_xlabel() == "evaluation (one call of fun); held run just left of it, next() run just right"
-    assert "\n" not in ax.get_title()  # one line
-    crosses = [line for line in ax.lines if line.get_marker() == "x" and len(line.get_xdata())]
-    paths = [line for line in ax.lines if line.get_linestyle() == "-" and len(line.get_xdata())]
-    assert min(c.get_zorder() for c in crosses) > max(p.get_zorder() for p in paths)  # crosses over the lines
-    assert all(c.get_path_effects() for c in crosses)  # with a white outline where they cross a line
+    top, bottom = fig.axes
+    assert top.get_yscale() == bottom.get_yscale() == "log"
+    assert [x for x, _ in _lines(top, "-")] == [[1, 3, 4, 5]]  # the start and accepted points: a trajectory
+    assert _lines(bottom, "-") == []  # the leaky run's accepted points are each on another batch: not joined
+    held_marks, leaky_marks = _marks(top), _marks(bottom)
+    assert held_marks["x"] == [2] and leaky_marks["x"] == [2]  # every rejected trial a cross
+    assert sorted(leaky_marks["o"]) == [1, 3] and "s" not in leaky_marks
+    assert all(line.get_alpha() == 0.5 for ax in fig.axes for line in ax.lines if line.get_marker() == "x")
+    low, high = bottom.get_ylim()
+    assert 0.1 / 10 < low <= 0.1 / 4 and 430.0 <= high <= 430.0 * 6  # every point on the scale, room for labels
+    assert [t.get_text() for t in top.texts] == ["stops after 5 evaluations"]
+    assert [t.get_text() for t in bottom.texts][-1] == "stops after 3 evaluations"
+    assert [t.get_text() for t in top.get_legend().get_texts()] == ["accepted point (all on batch 1)",
+                                                                     "rejected trial (normal)"]
+    assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["accepted point (each on its own batch)",
+                                                                        "rejected trial (normal)"]
 
 
 def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
@@ -92,34 +84,26 @@ def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
     assert fig.axes[1].texts[-1].get_text() == "stops after 3 evaluations"
 
 
-def test_held_vs_leaky_labels_a_last_point_at_exactly_the_weights_before():
+def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_stop():
     points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.5) + 3e-3, np.full(2, 0.5)]
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
-    ax = fig.axes[1]
-    label = ax.texts[-1]
-    assert label.get_text() == "SciPy stops here"
-    arrows = [t for t in ax.texts if t.get_text() == "" and t.arrow_patch is not None]
-    shift = plots.decoupling.DODGE
-    assert len(arrows) == 1 and np.allclose(arrows[0].xy, [5 + shift, 8.1])  # between the last point ...
-    assert np.allclose(arrows[0].xyann, [3 + shift, 2.0])  # ... and the old weights' point (evaluation 3)
-    assert arrows[0].arrowprops["arrowstyle"] == "->" and "rad" in arrows[0].arrowprops["connectionstyle"]
-    assert "SciPy went back to 3's weights;\nbatch 4 gave them a higher loss" in [t.get_text() for t in ax.texts]
-    marks = _marks(ax)  # the stop is an open square, not an accepted dot
-    assert marks["s"] == [5 + shift] and 5 + shift not in marks["o"] and 3 + shift in marks["o"]
-    assert ax.get_legend().get_texts()[-1].get_text().startswith("next() in the loss: where SciPy stops")
-    assert np.allclose(label.xy, [5 + plots.decoupling.DODGE, 8.1])  # at the leaky run's last point
-    assert max(len(line) for t in fig.axes[1].texts for line in t.get_text().splitlines()) <= 40  # short lines
-    points[4] = points[4] + 1e-12  # nearly, not exactly, the same weights: no label, no arrow
+    bottom = fig.axes[1]
+    label = bottom.texts[-1]
+    assert label.get_text() == "SciPy stops: the weights of 3 again" and np.allclose(label.xy, [5, 8.1])
+    assert not [t for t in bottom.texts if t.arrow_patch is not None]  # no arrow to decode
+    marks = _marks(bottom)  # the stop is an open square, not an accepted dot
+    assert marks["s"] == [5] and 5 not in marks["o"] and 3 in marks["o"]
+    assert bottom.get_legend().get_texts()[-1].get_text() == "where SciPy stops"
+    points[4] = points[4] + 1e-12  # nearly, not exactly, the same weights: no square
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
-    assert fig.axes[1].texts[-1].get_text() == "stops after 5: 'converged'"
-    assert "" not in [t.get_text() for t in fig.axes[1].texts] and "s" not in _marks(fig.axes[1])
+    assert fig.axes[1].texts[-1].get_text() == "stops after 5: 'converged'" and "s" not in _marks(fig.axes[1])
 
 
 def test_held_vs_leaky_says_the_held_run_stopped_at_its_cap_not_by_converging():
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=2)
-    assert fig.axes[1].texts[2].get_text() == "stops at its cap of 2 iterations"
+    assert fig.axes[0].texts[0].get_text() == "stops at its cap of 2 iterations"
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=5)
-    assert fig.axes[1].texts[2].get_text() == "stops after 3 evaluations"  # under its cap: no claim
+    assert fig.axes[0].texts[0].get_text() == "stops after 3 evaluations"  # under its cap: no claim
     with pytest.raises(ValueError, match="max_iterations must be >= 1"):
         plots.held_vs_leaky([133.0], [], [133.0], [], max_iterations=0)
 
