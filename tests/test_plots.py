@@ -369,7 +369,7 @@ def test_reading_losses_draws_the_stateful_model_two_ways_and_the_plain_baseline
     (ax,) = fig.axes
     ticks = [label.get_text() for label in ax.get_xticklabels()]
     assert ticks == ["stateful LSTM:\nstate carried\n(as trained)",
-                     "the same model:\nstate reset\nbefore every batch",
+                     "the same model:\nstate reset before\nevery batch, so it\nreads each window alone",
                      "plain LSTM\n(stateful=False),\ntrained as usual"]
     texts = [t.get_text() for t in ax.texts]
     assert texts[:3] == ["1.83", "2.00", "1.99"]  # every bar labelled
@@ -409,6 +409,7 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
     assert list(measured.get_xdata()) == [3200, 3201, 3202] and list(predicted.get_ydata()) == [20.1, 20.4, 21.3]
     assert measured.get_linestyle() == "-" and predicted.get_linestyle() == "--"
     assert ax.get_legend() is not None and ax.get_xlabel() == "minute" and "3 new minutes" in ax.get_title()
+    assert "the state carries every earlier minute" in ax.get_title()  # round 25 (a reader): say what to see
     with pytest.raises(ValueError, match="same length"):
         plots.step_predictions([0, 1], [1.0], [1.0, 2.0])
 

@@ -180,7 +180,7 @@ def reading_losses(losses: Mapping[str, float]) -> Any:
     if set(losses) != set(ways):
         raise ValueError("losses must map exactly 'carried', 'reset' and 'plain' to a loss each")
     names = ["stateful LSTM:\nstate carried\n(as trained)",
-             "the same model:\nstate reset\nbefore every batch",
+             "the same model:\nstate reset before\nevery batch, so it\nreads each window alone",
              "plain LSTM\n(stateful=False),\ntrained as usual"]
     fig, ax = new_figure(width=7.0, height=4.3)
     positions = np.array([0.0, 1.0, 2.0])  # evenly spaced (a reader asked what a wider gap meant); colour marks the baseline
@@ -220,7 +220,9 @@ def step_predictions(minutes: Any, measured: Any, predicted: Any) -> Any:
     ax.plot(minutes, measured, color="black", linewidth=2.0, label="measured")
     ax.plot(minutes, predicted, color=COLORS[1], linewidth=2.0, linestyle="--", label="predicted, one minute at a time")
     ax.set(xlabel="minute", ylabel="temperature")
-    ax.set_title(f"{len(minutes)} new minutes, predicted as each one arrives")
+    # what to see (a reader): the dashed line follows the black one although each call reads one minute only
+    ax.set_title(f"{len(minutes)} new minutes, one call each: the state carries every earlier minute\n"
+                 "into the next prediction, so the dashed line follows the measured one", fontsize=10.5)
     ax.legend(loc="best", fontsize=9)
     fig.tight_layout()
     return fig
