@@ -972,7 +972,7 @@ def test_the_notebooks_stateful_resets_keeps_every_stateful_layer_gru_and_nested
 
     model.predict_on_batch(x)                              # training's state: not zero
     training = values()
-    keep = StatefulResets(windows_per_row=3)
+    keep = StatefulResets(batches_per_pass=3)
     keep.set_model(model)
     keep.on_test_begin()
     assert len(training) == 3 and all(not np.any(v) for v in values())   # GRU h; LSTM h, c: all zeroed for validation
@@ -1382,11 +1382,12 @@ def _room_recipe_scope():
     return scope
 
 
-def test_the_notebooks_gradienttape_loop_reaches_the_weights_of_fit_with_stateful_resets(capsys):
+def test_the_docs_one_pass_gradienttape_loop_reaches_the_weights_of_fit_with_stateful_resets(capsys):
     # The loop under the recipe does the callback's work by hand (a reset before each pass and before validation):
     # it ends with the recipe's weights and prints the recipe's val_loss; without the reset at a pass's start, not.
+    # In the notebook until round 25 (it left to pay for the three-line layout cell), now in docs/batching.md.
     scope = _room_recipe_scope()
-    code = _notebook_cell("def train_step(")
+    code = _docs_block("### One pass per Keras epoch, as the recipe")
     capsys.readouterr()
     exec(compile(code, "gradienttape loop", "exec"), dict(scope))  # noqa: S102
     printed = capsys.readouterr().out.splitlines()
@@ -1492,13 +1493,18 @@ def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_r
         for s, index in enumerate(group):  # row s reads series by_length[4g + s] from its start, nothing else
             assert np.array_equal(rows[s], series_list[index][:rows.shape[1]])
         assert rows.shape[1] <= min(len(series_list[i]) for i in group)
-    assert printed == ["batch 0: rows read series [2, 0, 6, 4], steps 0-4  <- reset",
+    # round 25 (a reader: what does cutting to the shortest discard?): the last line counts the steps the cuts drop
+    assert printed == ["batch 0: rows read series [2, 0, 6, 4], steps 0-4",
                        "batch 1: rows read series [2, 0, 6, 4], steps 5-9",
                        "batch 2: rows read series [2, 0, 6, 4], steps 10-14",
-                       "batch 3: rows read series [3, 7, 5, 1], steps 0-4  <- reset",
+                       "batch 3: rows read series [3, 7, 5, 1], steps 0-4",
                        "batch 4: rows read series [3, 7, 5, 1], steps 5-9",
                        "batch 5: rows read series [3, 7, 5, 1], steps 10-14",
-                       "batch 6: rows read series [3, 7, 5, 1], steps 15-19"]
+                       "batch 6: rows read series [3, 7, 5, 1], steps 15-19",
+                       "resets before batches [0, 3]; cutting drops 10 of 158 steps"]
+    cut = sum(len(series_list[i]) - min(len(series_list[j]) for j in by_length[4 * g:4 * g + 4])
+              for g in range(2) for i in by_length[4 * g:4 * g + 4])
+    assert cut == 10 and sum(map(len, series_list)) == 158  # counted again, group by group
     assert scope["resets"].resets == {0, 3}
     # in a real fit over the groups, two epochs: a zero state at each group's first batch and only there; copy 3
     # itself (an int: one pass of 7) resets at 0 and 7 only
@@ -1508,6 +1514,9 @@ def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_r
     assert _zero_state_batches(data, scope["StatefulResets"](7))[0] == [0, 7]
     code = _notebook_cell("def grouped_stateful_dataset(")
     assert issubclass(scope["GroupResets"], scope["StatefulResets"]) and "on_test_begin" not in code  # copy 3's
+    # round 25 (a reader): GroupResets passed sum(pass_lengths) as "windows_per_row"; copy 3's argument is now
+    # batches_per_pass (one pass over the data: windows_per_row for one stream, every group's pass here)
+    assert scope["GroupResets"]([3, 4]).batches_per_pass == 7 and "windows_per_row=" not in code
     assert re.search(r"^# copy 5", code, re.M) and not re.search(r"\b(helpers|batching|plots|tf1)\.", code)
 
 
