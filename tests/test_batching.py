@@ -1470,7 +1470,7 @@ def _many_series_scope():
     StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     scope = {"np": np, "stateful_dataset": notebook_function("stateful_dataset"), "StatefulResets": StatefulResets,
              "reset_stateful": notebook_function("reset_stateful", "stateful_layers"), "plots": plots, "plt": plt}
-    exec(compile(_notebook_cell("by_length = sorted(series_list"), "three lines", "exec"), scope)  # noqa: S102
+    exec(compile(_notebook_cell("groups = [by_length[i:i + 4]"), "three lines", "exec"), scope)  # noqa: S102
     plt.close("all")
     exec(compile(_notebook_cell("def grouped_stateful_dataset("), "copy 5", "exec"), scope)  # noqa: S102 - ours
     return scope
