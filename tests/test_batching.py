@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import batching, tf1
+from helpers import batching, plots, tf1
 from helpers.exercises import CheckFailed
 from helpers.exercises import batching as exercises
 from tests.notebook_answers import answer, stub
@@ -757,10 +757,14 @@ def test_the_notebooks_ptb_dataset_equals_the_tf1_producer_across_wrap_arounds(n
 
 
 @pytest.mark.parametrize("n_tokens, batch_size, num_steps", [(70, 4, 5), (1906, 8, 10), (97, 3, 7), (31, 1, 29)])
-def test_the_notebooks_map_dataset_gives_ptb_datasets_batches_across_wrap_arounds(n_tokens, batch_size, num_steps):
-    # The Cost cell's memory-lean variant (a slice per batch); the notebook prints this check in a cell whose
-    # output nbval ignores (timings), so it is held here.
-    map_dataset = notebook_function("map_dataset")
+def test_the_docs_map_dataset_gives_ptb_datasets_batches_across_wrap_arounds(n_tokens, batch_size, num_steps):
+    # The Cost cell's memory-lean variant (a slice per batch), in docs/batching.md since round 25 (the notebook's
+    # Cost links to it and says stateful_dataset stores the stream twice: measured here too).
+    map_dataset = _docs_map_dataset()
+    stored = sum(bx.nbytes + by.nbytes for bx, by in notebook_function("stateful_dataset")(
+        np.arange(n_tokens, dtype=np.int32), batch_size, num_steps)[0].as_numpy_iterator())
+    layout = batching.ptb_layout(n_tokens, batch_size, num_steps)
+    assert stored == 2 * 4 * batch_size * num_steps * layout.epoch_size  # x and y: the stream (as read) twice
     ids = np.random.default_rng(n_tokens).integers(0, 10_000, size=n_tokens).astype(np.int32)
     count = 2 * batching.ptb_layout(n_tokens, batch_size, num_steps).epoch_size + 3
     repeated, windows_per_row = map_dataset(ids, batch_size, num_steps, repeat=True)
@@ -772,6 +776,13 @@ def test_the_notebooks_map_dataset_gives_ptb_datasets_batches_across_wrap_around
         np.testing.assert_array_equal(x.numpy(), ex)
         np.testing.assert_array_equal(y.numpy(), ey)
     assert len(list(map_dataset(ids, batch_size, num_steps)[0])) == windows_per_row  # one pass without repeat
+
+
+def _docs_map_dataset():
+    """docs/batching.md's map_dataset (the notebook's Cost cell until round 25)."""
+    scope = {"np": np, "tf": tf}
+    exec(compile(_docs_block("### A stream held once: `map_dataset`"), "map_dataset", "exec"), scope)  # noqa: S102
+    return scope["map_dataset"]
 
 
 def _named_lstm_model(batch_size=2, num_steps=3):
@@ -972,7 +983,7 @@ def test_the_notebooks_stateful_resets_keeps_every_stateful_layer_gru_and_nested
 
     model.predict_on_batch(x)                              # training's state: not zero
     training = values()
-    keep = StatefulResets(windows_per_row=3)
+    keep = StatefulResets(batches_per_pass=3)
     keep.set_model(model)
     keep.on_test_begin()
     assert len(training) == 3 and all(not np.any(v) for v in values())   # GRU h; LSTM h, c: all zeroed for validation
@@ -1156,7 +1167,7 @@ def test_the_notebooks_builders_return_the_batches_in_one_pass_and_no_cell_count
     # the rows counts them, repeated or not, and every top-level windows_per_row comes from a builder call.
     ptb_dataset = notebook_function("stateful_dataset")
     series_dataset = notebook_series_dataset()
-    map_dataset = notebook_function("map_dataset")
+    map_dataset = _docs_map_dataset()
     for n, batch_size, num_steps in [(70, 4, 5), (1000, 8, 10), (97, 3, 7), (31, 1, 29), (3200, 8, 10), (60, 4, 5)]:
         ids = np.arange(n)
         for build in (ptb_dataset, map_dataset):
@@ -1382,11 +1393,12 @@ def _room_recipe_scope():
     return scope
 
 
-def test_the_notebooks_gradienttape_loop_reaches_the_weights_of_fit_with_stateful_resets(capsys):
+def test_the_docs_one_pass_gradienttape_loop_reaches_the_weights_of_fit_with_stateful_resets(capsys):
     # The loop under the recipe does the callback's work by hand (a reset before each pass and before validation):
     # it ends with the recipe's weights and prints the recipe's val_loss; without the reset at a pass's start, not.
+    # In the notebook until round 25 (it left to pay for the three-line layout cell), now in docs/batching.md.
     scope = _room_recipe_scope()
-    code = _notebook_cell("def train_step(")
+    code = _docs_block("### One pass per Keras epoch, as the recipe")
     capsys.readouterr()
     exec(compile(code, "gradienttape loop", "exec"), dict(scope))  # noqa: S102
     printed = capsys.readouterr().out.splitlines()
@@ -1448,10 +1460,18 @@ def test_the_notebooks_recipe_is_four_copy_cells_in_order_that_run_alone_without
 
 
 def _many_series_scope():
-    """The notebook's copy 5 cell (grouped_stateful_dataset, GroupResets, the toy demo), run on its copies 1-3."""
+    """The notebook's three-line cell for many series (the toy series, their groups, the figure), then its copy 5
+    cell (grouped_stateful_dataset, GroupResets, the toy demo), run on its copies 1-3."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
     scope = {"np": np, "stateful_dataset": notebook_function("stateful_dataset"), "StatefulResets": StatefulResets,
-             "reset_stateful": notebook_function("reset_stateful", "stateful_layers")}
+             "reset_stateful": notebook_function("reset_stateful", "stateful_layers"), "plots": plots, "plt": plt}
+    exec(compile(_notebook_cell("groups = [by_length[i:i + 4]"), "three lines", "exec"), scope)  # noqa: S102
+    plt.close("all")
     exec(compile(_notebook_cell("def grouped_stateful_dataset("), "copy 5", "exec"), scope)  # noqa: S102 - ours
     return scope
 
@@ -1479,10 +1499,21 @@ def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_r
     # batch_size, num_steps) -> (dataset, pass_lengths), sorts 8 toy series by length into two groups of 4 rows, cuts
     # each group to its shortest and joins it end to end (copy 1), one group after the other; the demo prints which
     # series (by index) each batch's rows read, and where GroupResets (copy 3 for groups) resets: batches 0 and 3.
+    # Round 25: pass_lengths is batches_per_group (a reader: the name said nothing).
     scope = _many_series_scope()
     printed = capsys.readouterr().out.splitlines()
     series_list = scope["series_list"]
-    assert len({len(one) for one in series_list}) > 4 and scope["pass_lengths"] == [3, 4]  # different lengths
+    assert len({len(one) for one in series_list}) > 4 and scope["batches_per_group"] == [3, 4]  # different lengths
+    # round 25 (two readers lost at copy 5): the trick first in three lines (sort, 4 at a time, cut to the group's
+    # shortest and join), printed group by group, with a figure of the groups stacked in rows (tests/test_plots.py)
+    assert printed[:2] == [
+        "group 0: series [2, 0, 6, 4], [16, 17, 17, 18] steps, cut to 16; joined, 64 steps: copy 1's 4 rows of 16 "
+        "are the 4 series",
+        "group 1: series [3, 7, 5, 1], [21, 22, 23, 24] steps, cut to 21; joined, 84 steps: copy 1's 4 rows of 21 "
+        "are the 4 series"]
+    assert all(np.array_equal(joined, np.concatenate(batching_rows)) for joined, batching_rows in zip(
+        scope["joined"], [[series_list[i][:16] for i in (2, 0, 6, 4)], [series_list[i][:21] for i in (3, 7, 5, 1)]]))
+    printed = printed[2:]
     by_length = sorted(range(8), key=lambda i: len(series_list[i]))  # stable: equal lengths keep their order
     batches = [bx.numpy() for bx, _ in scope["many_series"]]
     assert len(batches) == 7
@@ -1492,22 +1523,30 @@ def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_r
         for s, index in enumerate(group):  # row s reads series by_length[4g + s] from its start, nothing else
             assert np.array_equal(rows[s], series_list[index][:rows.shape[1]])
         assert rows.shape[1] <= min(len(series_list[i]) for i in group)
-    assert printed == ["batch 0: rows read series [2, 0, 6, 4], steps 0-4  <- reset",
+    # round 25 (a reader: what does cutting to the shortest discard?): the last line counts the steps the cuts drop
+    assert printed == ["batch 0: rows read series [2, 0, 6, 4], steps 0-4",
                        "batch 1: rows read series [2, 0, 6, 4], steps 5-9",
                        "batch 2: rows read series [2, 0, 6, 4], steps 10-14",
-                       "batch 3: rows read series [3, 7, 5, 1], steps 0-4  <- reset",
+                       "batch 3: rows read series [3, 7, 5, 1], steps 0-4",
                        "batch 4: rows read series [3, 7, 5, 1], steps 5-9",
                        "batch 5: rows read series [3, 7, 5, 1], steps 10-14",
-                       "batch 6: rows read series [3, 7, 5, 1], steps 15-19"]
+                       "batch 6: rows read series [3, 7, 5, 1], steps 15-19",
+                       "resets before batches [0, 3]; cutting drops 10 of 158 steps"]
+    cut = sum(len(series_list[i]) - min(len(series_list[j]) for j in by_length[4 * g:4 * g + 4])
+              for g in range(2) for i in by_length[4 * g:4 * g + 4])
+    assert cut == 10 and sum(map(len, series_list)) == 158  # counted again, group by group
     assert scope["resets"].resets == {0, 3}
     # in a real fit over the groups, two epochs: a zero state at each group's first batch and only there; copy 3
     # itself (an int: one pass of 7) resets at 0 and 7 only
     data = scope["many_series"].map(lambda x, y: (tf.cast(x[..., None], "float32") / 800,
                                                   tf.cast(y[..., None], "float32") / 800))
-    assert _zero_state_batches(data, scope["GroupResets"](scope["pass_lengths"]))[0] == [0, 3, 7, 10]
+    assert _zero_state_batches(data, scope["GroupResets"](scope["batches_per_group"]))[0] == [0, 3, 7, 10]
     assert _zero_state_batches(data, scope["StatefulResets"](7))[0] == [0, 7]
     code = _notebook_cell("def grouped_stateful_dataset(")
     assert issubclass(scope["GroupResets"], scope["StatefulResets"]) and "on_test_begin" not in code  # copy 3's
+    # round 25 (a reader): GroupResets passed sum(pass_lengths) as "windows_per_row"; copy 3's argument is now
+    # batches_per_pass (one pass over the data: windows_per_row for one stream, every group's pass here)
+    assert scope["GroupResets"]([3, 4]).batches_per_pass == 7 and "windows_per_row=" not in code
     assert re.search(r"^# copy 5", code, re.M) and not re.search(r"\b(helpers|batching|plots|tf1)\.", code)
 
 
@@ -1521,13 +1560,13 @@ def test_the_notebooks_grouped_dataset_on_series_of_three_lengths_with_features_
     lengths = [21, 22, 23, 24, 33, 34, 35, 36, 48, 49, 50, 51, 60]
     order = rng.permutation(len(lengths))
     series_list = [np.sin(np.arange(lengths[i])[:, None] * [0.3, 0.5] + i).astype("float32") for i in order]
-    dataset, pass_lengths = scope["grouped_stateful_dataset"](series_list, 4, 5)
-    assert pass_lengths == [(21 - 1) // 5, (33 - 1) // 5, (48 - 1) // 5] == [4, 6, 9]
+    dataset, batches_per_group = scope["grouped_stateful_dataset"](series_list, 4, 5)
+    assert batches_per_group == [(21 - 1) // 5, (33 - 1) // 5, (48 - 1) // 5] == [4, 6, 9]
     batches = [(bx.numpy(), by.numpy()) for bx, by in dataset]
-    assert len(batches) == sum(pass_lengths) and batches[0][0].shape == (4, 5, 2)
+    assert len(batches) == sum(batches_per_group) and batches[0][0].shape == (4, 5, 2)
     by_length = sorted(range(len(series_list)), key=lambda i: len(series_list[i]))
     first = 0
-    for g, count in enumerate(pass_lengths):
+    for g, count in enumerate(batches_per_group):
         xs = np.concatenate([bx for bx, _ in batches[first:first + count]], axis=1)
         ys = np.concatenate([by for _, by in batches[first:first + count]], axis=1)
         for s in range(4):
@@ -1535,7 +1574,7 @@ def test_the_notebooks_grouped_dataset_on_series_of_three_lengths_with_features_
             assert np.array_equal(xs[s], one[:5 * count]) and np.array_equal(ys[s], one[1:5 * count + 1])
         first += count
     assert not any(np.array_equal(bx[0, :5], series_list[by_length[12]][:5]) for bx, _ in batches)  # left out
-    zero, losses = _zero_state_batches(dataset, scope["GroupResets"](pass_lengths), features=2, epochs=3)
+    zero, losses = _zero_state_batches(dataset, scope["GroupResets"](batches_per_group), features=2, epochs=3)
     assert zero == [0, 4, 10, 19, 23, 29, 38, 42, 48]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
 

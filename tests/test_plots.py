@@ -353,7 +353,7 @@ def test_reading_losses_draws_the_stateful_model_two_ways_and_the_plain_baseline
     (ax,) = fig.axes
     ticks = [label.get_text() for label in ax.get_xticklabels()]
     assert ticks == ["stateful LSTM:\nstate carried\n(as trained)",
-                     "the same model:\nstate reset\nbefore every batch",
+                     "the same model:\nstate reset before\nevery batch, so it\nreads each window alone",
                      "plain LSTM\n(stateful=False),\ntrained as usual"]
     texts = [t.get_text() for t in ax.texts]
     assert texts[:3] == ["1.83", "2.00", "1.99"]  # every bar labelled
@@ -382,6 +382,41 @@ def test_reading_losses_draws_the_stateful_model_two_ways_and_the_plain_baseline
         plots.reading_losses({"carried": 1.0, "reset": 2.0, "shuffled": 2.1})
 
 
+def test_reading_losses_draws_the_uniform_guess_when_given():
+    # round 25 (two readers): the 0.16-nat gap needs a scale: a dotted line at a uniform guess's loss, labelled
+    fig = plots.reading_losses({"carried": 1.83, "reset": 2.0, "plain": 1.99}, uniform=3.4657)
+    (ax,) = fig.axes
+    dotted = [line for line in ax.lines if line.get_linestyle() == ":"]
+    assert len(dotted) == 1 and dotted[0].get_ydata()[0] == 3.4657
+    assert "3.47: a uniform\nguess" in [t.get_text() for t in ax.texts] and ax.get_ylim()[1] > 3.4657
+    assert "0.16 nats below" in ax.get_title() and "one seed" in ax.get_title()
+
+
+def test_series_groups_stacks_each_groups_series_in_rows_marks_its_cut_and_its_reset():
+    # round 25 (two readers lost at "many independent series"): the groups as a grid, as the single stream got one
+    import matplotlib.colors
+    import pytest
+
+    fig = plots.series_groups([[16, 17, 17, 18], [21, 22, 23, 24]], [[2, 0, 6, 4], [3, 7, 5, 1]], 5)
+    (ax,) = fig.axes
+    texts = [t.get_text() for t in ax.texts]
+    assert [t for t in texts if t.startswith("reset")] == ["reset before batch 0", "reset before batch 3"]
+    assert [t for t in texts if t.startswith("batch ")] == [f"batch {k}" for k in range(7)]  # counted across groups
+    assert "group 0: cut to 16 steps" in texts and "group 1: cut to 21 steps" in texts
+    assert [label.get_text() for label in ax.get_yticklabels()][:2] == ["row 0: series 2 (16 steps)",
+                                                                        "row 1: series 0 (17 steps)"]
+    cells = [p for p in ax.patches if p.get_width() == 1]
+    assert len(cells) == 16 + 17 + 17 + 18 + 21 + 22 + 23 + 24  # every step drawn, the cut ones too
+    faces = [matplotlib.colors.to_hex(p.get_facecolor()) for p in cells]
+    assert faces.count("#ffffff") == 8 and faces.count("#d9d9d9") == 10  # a target only per row; 10 steps cut
+    assert [h.get_label() for h in ax.get_legend().legend_handles] == [
+        "read as x, coloured by batch", "a target only", "cut to the group's shortest: dropped"]
+    with pytest.raises(ValueError, match="shortest first"):
+        plots.series_groups([[17, 16]], [[0, 2]], 5)
+    with pytest.raises(ValueError, match="one entry per series"):
+        plots.series_groups([[16, 17]], [[0]], 5)
+
+
 def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predictions():
     # round 23 (a reader): the step-by-step predictions were only numbers; now a line each, the prediction dashed
     import pytest
@@ -393,8 +428,16 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
     assert list(measured.get_xdata()) == [3200, 3201, 3202] and list(predicted.get_ydata()) == [20.1, 20.4, 21.3]
     assert measured.get_linestyle() == "-" and predicted.get_linestyle() == "--"
     assert ax.get_legend() is not None and ax.get_xlabel() == "minute" and "3 new minutes" in ax.get_title()
+    assert "the state carries every earlier minute" in ax.get_title()  # round 25 (a reader): say what to see
     with pytest.raises(ValueError, match="same length"):
         plots.step_predictions([0, 1], [1.0], [1.0, 2.0])
+    # round 25 (two readers: "could be a good model without any state"): the same model reset before each call
+    fig = plots.step_predictions([3200, 3201, 3202], [20.0, 20.5, 21.0], [20.1, 20.4, 21.3], reset=[19.0, 19.1, 19.2])
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.lines][2] == "the same, state reset before each call"
+    assert ax.lines[2].get_linestyle() == ":" and "reset, the dotted one does not" in ax.get_title()
+    with pytest.raises(ValueError, match="same length"):
+        plots.step_predictions([0, 1], [1.0, 2.0], [1.0, 2.0], reset=[1.0])
 
 
 # --------------------------------------------------------------------------- 04 validation queues

@@ -8,7 +8,7 @@ import numpy as np
 
 from helpers.plots._style import COLORS, new_figure
 
-__all__ = ["ptb_grid", "reading_losses", "step_predictions"]
+__all__ = ["ptb_grid", "reading_losses", "series_groups", "step_predictions"]
 
 
 # Okabe and Ito's colour-blind-safe colours, with the text colour each needs: one per batch of a pass.
@@ -160,7 +160,7 @@ def ptb_grid(layout: Any) -> Any:
     return fig
 
 
-def reading_losses(losses: Mapping[str, float]) -> Any:
+def reading_losses(losses: Mapping[str, float], uniform: float | None = None) -> Any:
     """One bar chart: the held-out loss of one trained stateful model read two ways, and of a plain LSTM.
 
     ``losses`` maps each way to its mean loss per character on the held-out text: ``"carried"`` (the
@@ -170,7 +170,8 @@ def reading_losses(losses: Mapping[str, float]) -> Any:
     with its value. The y axis starts at 0 (a reader found an axis from 1.6 exaggerated the gaps); a dashed
     line at the "carried" bar's height, labelled with its value (each bar's value inside its top), shows the gap to the other two at a glance;
     a double arrow beside the baseline's bar marks the gap, labelled in nats. The bars are evenly spaced.
-    The one-line title states the gain of the carried state over the baseline.
+    The one-line title states the gain of the carried state over the baseline. Given ``uniform`` (the loss of a
+    uniform guess, ln of the vocabulary size), a dotted line at that height, labelled, gives the gap a scale.
 
     >>> fig = reading_losses({"carried": 1.8, "reset": 2.0, "plain": 2.0})
     >>> [label.get_text().splitlines()[0] for label in fig.axes[0].get_xticklabels()]
@@ -180,12 +181,12 @@ def reading_losses(losses: Mapping[str, float]) -> Any:
     if set(losses) != set(ways):
         raise ValueError("losses must map exactly 'carried', 'reset' and 'plain' to a loss each")
     names = ["stateful LSTM:\nstate carried\n(as trained)",
-             "the same model:\nstate reset\nbefore every batch",
+             "the same model:\nstate reset before\nevery batch, so it\nreads each window alone",
              "plain LSTM\n(stateful=False),\ntrained as usual"]
     fig, ax = new_figure(width=7.0, height=4.3)
     positions = np.array([0.0, 1.0, 2.0])  # evenly spaced (a reader asked what a wider gap meant); colour marks the baseline
     colors = [COLORS[0], COLORS[0], "#8c8c8c"]
-    top = max(losses.values())
+    top = max([*losses.values(), uniform or 0.0])
     bars = ax.bar(positions, [losses[way] for way in ways], 0.7, color=colors)
     # the values inside the bars' tops, so the dashed line never crosses one
     ax.bar_label(bars, labels=[f"{losses[way]:.2f}" for way in ways], padding=-16, color="white")
@@ -198,6 +199,10 @@ def reading_losses(losses: Mapping[str, float]) -> Any:
                 arrowprops={"arrowstyle": "<->", "color": "black", "linewidth": 1.2, "shrinkA": 0, "shrinkB": 0})
     ax.text(positions[-1] + 0.55, (losses["carried"] + losses["plain"]) / 2, f"{gain:.2f} nats", ha="left",
             va="center", fontsize=9, fontweight="bold")
+    if uniform is not None:  # round 25 (two readers): the 0.16-nat gap needs a scale
+        ax.axhline(uniform, color="black", linestyle=":", linewidth=1.2, zorder=3)
+        ax.text(positions[-1] + 0.55, uniform - 0.04, f"{uniform:.2f}: a uniform\nguess", ha="left", va="top",
+                fontsize=9)
     ax.set(xticks=positions, xticklabels=names, ylim=(0, top * 1.15), xlim=(-0.6, positions[-1] + 1.55))
     ax.set_title(f"Held-out fables, one seed: the carried state is {gain:.2f} nats below the plain LSTM")
     ax.set_ylabel("loss per character, nats (lower is better)")
@@ -206,21 +211,110 @@ def reading_losses(losses: Mapping[str, float]) -> Any:
     return fig
 
 
-def step_predictions(minutes: Any, measured: Any, predicted: Any) -> Any:
+def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
+    """Many series in groups, stacked in rows: where each group's batches read, where they cut, where they reset.
+
+    ``lengths[g]`` lists the lengths of group ``g``'s series, shortest first (one series per row of its batches),
+    ``names[g]`` their names (series numbers), ``num_steps`` the steps per batch. As copy 5 cuts them, every series
+    of a group is read up to the group's shortest length: ``(shortest - 1) // num_steps`` windows, each coloured by
+    its place in the group's pass (window 0 blue, as in :func:`ptb_grid`), then one step that is only a target
+    (white); the steps after the shortest length are cut (crossed out, grey). A band over each group's windows names
+    the batch that reads them, counted across groups; a red bar left of each group marks the reset before its first
+    batch. Rows of different groups are separated by a gap.
+
+    >>> fig = series_groups([[3, 4], [5, 5]], [[1, 0], [2, 3]], 2)
+    >>> [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("reset")]
+    ['reset before batch 0', 'reset before batch 1']
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    if len(lengths) != len(names) or any(len(a) != len(b) for a, b in zip(lengths, names)):
+        raise ValueError("lengths and names must have one entry per series of every group")
+    if any(list(group) != sorted(group) for group in lengths):
+        raise ValueError("each group's lengths must be sorted, shortest first, as copy 5 sorts them")
+    passes = [(group[0] - 1) // num_steps for group in lengths]
+    if max(passes) > len(_BATCH_COLORS):
+        raise ValueError(f"a group has {max(passes)} batches; the figure shows at most {len(_BATCH_COLORS)}")
+    widest = max(max(group) for group in lengths)
+    rows = sum(len(group) for group in lengths) + 1.6 * (len(lengths) - 1)
+    fig, ax = new_figure(width=max(6.0, 0.36 * widest + 3.0), height=0.42 * rows + 0.55 * len(lengths) + 1.6)
+    ax.grid(False)
+    top, first_batch, ticks, tick_labels = 0.0, 0, [], []
+    for g, (group, group_names) in enumerate(zip(lengths, names)):
+        kept = group[0]  # every series of the group is cut to its shortest
+        read = passes[g] * num_steps  # steps read as x; step `read` is only a target
+        for k in range(passes[g]):  # the band naming the batch over each window
+            face, ink = _BATCH_COLORS[k]
+            ax.add_patch(Rectangle((k * num_steps + 0.05, top - 1.0), num_steps - 0.1, 0.85, facecolor=face,
+                                   edgecolor="black", linewidth=0.8))
+            ax.text(k * num_steps + num_steps / 2, top - 0.57, f"batch {first_batch + k}", ha="center",
+                    va="center", fontsize=9, color=ink)
+        for s, (length, name) in enumerate(zip(group, group_names)):
+            y = top + s
+            for t in range(length):
+                if t < read:
+                    face = _BATCH_COLORS[t // num_steps][0]
+                elif t < kept:
+                    face = "white"
+                else:
+                    face = "#d9d9d9"
+                ax.add_patch(Rectangle((t, y), 1, 0.9, facecolor=face, edgecolor="0.4", linewidth=0.5))
+                if t > read:  # cut, or too few steps for another window: never read
+                    ax.plot([t + 0.15, t + 0.85], [y + 0.75, y + 0.15], color="0.45", linewidth=0.8)
+            ticks.append(y + 0.45)
+            tick_labels.append(f"row {s}: series {name} ({length} steps)")
+        ax.add_patch(Rectangle((-0.55, top - 1.0), 0.3, len(group) + 0.9, facecolor=COLORS[1], edgecolor="none"))
+        ax.text(-0.75, top - 0.57, f"reset before batch {first_batch}", ha="right", va="center", fontsize=9,
+                color=COLORS[1], fontweight="bold")
+        ax.text(kept + 0.2, top - 0.57, f"group {g}: cut to {kept} steps", ha="left", va="center",
+                fontsize=9, style="italic")
+        first_batch += passes[g]
+        top += len(group) + 1.6
+    ax.set_xlim(-0.7, widest + 0.3)
+    ax.set_ylim(top - 1.6 + 0.2, -1.2)
+    ax.set_yticks(ticks, tick_labels)
+    ax.tick_params(axis="y", length=0)
+    ax.set_xticks(np.arange(0, widest + 1, num_steps))
+    ax.set_xlabel("step of the series")
+    ax.spines[:].set_visible(False)
+    ax.legend(handles=[Patch(facecolor=_BATCH_COLORS[0][0], edgecolor="0.4", label="read as x, coloured by batch"),
+                       Patch(facecolor="white", edgecolor="0.4", label="a target only"),
+                       Patch(facecolor="#d9d9d9", edgecolor="0.4", label="cut to the group's shortest: dropped")],
+              loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=3, fontsize=9)
+    ax.set_title(f"{sum(map(len, lengths))} series, {len(lengths[0])} per group: a group's series sit side by side, "
+                 "one per row,\nits batches read them together, and the state is reset where the next group starts",
+                 fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def step_predictions(minutes: Any, measured: Any, predicted: Any, reset: Any = None) -> Any:
     """One line chart: a series as measured (black) and as predicted one step at a time (dashed, red).
+
+    Given ``reset`` (the same model's predictions with its state reset before each call), a dotted grey line shows
+    them too: the model without what the state carries.
 
     >>> fig = step_predictions([0, 1, 2], [1.0, 2.0, 3.0], [1.1, 1.9, 3.2])
     >>> [line.get_label() for line in fig.axes[0].lines]
     ['measured', 'predicted, one minute at a time']
     """
     minutes, measured, predicted = (np.asarray(a, dtype=float) for a in (minutes, measured, predicted))
-    if not len(minutes) == len(measured) == len(predicted):
-        raise ValueError("minutes, measured and predicted must have the same length")
-    fig, ax = new_figure(width=8.0, height=3.2)
+    if not len(minutes) == len(measured) == len(predicted) or (reset is not None and len(reset) != len(minutes)):
+        raise ValueError("minutes, measured, predicted (and reset) must have the same length")
+    fig, ax = new_figure(width=8.0, height=3.4)
     ax.plot(minutes, measured, color="black", linewidth=2.0, label="measured")
     ax.plot(minutes, predicted, color=COLORS[1], linewidth=2.0, linestyle="--", label="predicted, one minute at a time")
-    ax.set(xlabel="minute", ylabel="temperature")
-    ax.set_title(f"{len(minutes)} new minutes, predicted as each one arrives")
+    if reset is not None:  # round 25 (two readers): a good fit alone does not prove the state; without it, this
+        ax.plot(minutes, np.asarray(reset, dtype=float), color="0.45", linewidth=2.0, linestyle=":",
+                label="the same, state reset before each call")
+    ax.set(xlabel="minute", ylabel="room temperature")
+    # what to see (a reader): the dashed line follows the black one although each call reads one minute only
+    title = (f"{len(minutes)} new minutes, one call each: the state carries every earlier minute\n"
+             "into the next prediction, so the dashed line follows the measured one")
+    if reset is not None:
+        title += "; reset, the dotted one does not"
+    ax.set_title(title, fontsize=10.5)
     ax.legend(loc="best", fontsize=9)
     fig.tight_layout()
     return fig
