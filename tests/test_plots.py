@@ -458,29 +458,26 @@ _PANELS = [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1],
 
 
 def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
-    import matplotlib
-
     fig = plots.validation_passes(_PANELS, panels_title="the toy set")
     assert len(fig.axes) == 3  # no reads: the grids only
     assert "the toy set" in [t.get_text() for t in fig.texts]
     cycling, once, fresh = fig.axes
     assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 2.5)]  # each panel as wide as its longest pass
     assert not cycling.get_xticks().size and not once.get_xticks().size  # no x axis: the cells carry the ids
-    assert len(cycling.patches) == 9 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read
-    # (and cycling's pass 2, which starts partway, one black outline around its whole row)
+    assert len(cycling.patches) == 8 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read,
+    # nothing else (round 25: no outline around a pass that starts partway; its first id says so)
     assert [t.get_text() for t in once.texts].count("empty: nothing left to read") == 2
-    red = matplotlib.colors.to_rgba(plots.COLORS[1])
-    twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
+    legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
+    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...", "read twice in one pass"]
+    red = legend.get_patches()[2].get_facecolor()
+    assert red not in [p.get_facecolor() for p in legend.get_patches()[:2]]  # red is none of the batch fills
+    twice = [p.get_xy() for p in cycling.patches if p.get_facecolor() == red]
     assert twice == [(3 - 0.5, 0 - 0.5),   # the second read of id 0 in pass 1, not its first
                      (3 - 0.5, 1 - 0.5)]   # the second read of id 1 in pass 2
-    assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
+    assert not [p for p in fresh.patches if p.get_facecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
-    outlined = [p for p in cycling.patches if p.get_edgecolor() == (0.0, 0.0, 0.0, 1.0)]  # pass 2 starts at id 1
-    assert [(p.get_x(), p.get_width(), p.get_fill()) for p in outlined] == [(-0.5, 4, False)]  # its whole row
-    legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
-    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...", "read again in one pass",
-                                                          "a pass that starts partway through the set"]
+    assert len({p.get_edgecolor() for ax in fig.axes for p in ax.patches}) == 1  # one mark for a cell: its fill
     short = plots.validation_passes([("too few", [[[0, 1]], [[2, 0]]])])  # each pass skips an id the other reads
     gone = [p for p in short.axes[0].patches if p.get_hatch() == "///"]
     assert [p.get_xy() for p in gone] == [(2.5, -0.5), (2.5, 0.5)]  # id 2 after pass 1's reads and a gap; id 1 after pass 2's
@@ -490,7 +487,7 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert tinted[2].title.get_color() == plots.COLORS[2] and not tinted[0].spines["top"].get_visible()
     assert [t.get_text() for t in short.axes[0].texts] == ["0", "1", "2", "2", "0", "1"]
     assert "not read in this pass (after the dotted line)" in [t.get_text() for t in short.legends[0].get_texts()]
-    assert len(plots.validation_passes(_PANELS[1:]).legends[0].get_texts()) == 2  # no red, no partway start: fills only
+    assert len(plots.validation_passes(_PANELS[1:]).legends[0].get_texts()) == 2  # nothing read twice: fills only
 
 
 def test_validation_passes_draws_which_training_batch_each_step_reads():
@@ -541,6 +538,12 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     assert back.texts[2].get_text() == "after fit: 1.000" and len(back.texts) == 3  # a label, no arrow
     assert back.texts[2].xy == (60, 1.0)  # next to its own marker
     assert back.get_xlim()[1] > 60 + 0.1 * 60  # room for the label right of the stop line
+    fig = back.figure  # round 25: the legend covered the middle of the curve; now it is clear of every
+    fig.canvas.draw()  # marker and left of the stop line
+    box = back.get_legend().get_window_extent()
+    points = back.transData.transform([(step, loss) for step, loss in curve] + [(60, 1.0)])
+    assert not [tuple(p) for p in points if box.contains(*p)]
+    assert box.x1 < back.transData.transform((60, 1.0))[0]
     low = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.05), (60, 1.5), (80, 1.3)], 20).axes[0]
     assert [t.get_text() for t in low.texts] == ["1.000", "1.300"]  # the best and the last only (round 23)
     still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
