@@ -468,7 +468,8 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     # nothing else (round 25: no outline around a pass that starts partway; its first id says so)
     assert [t.get_text() for t in once.texts].count("empty: nothing left to read") == 2
     legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
-    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...", "read twice in one pass"]
+    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...",
+                                                          "read twice in one pass"]
     red = legend.get_patches()[2].get_facecolor()
     assert red not in [p.get_facecolor() for p in legend.get_patches()[:2]]  # red is none of the batch fills
     twice = [p.get_xy() for p in cycling.patches if p.get_facecolor() == red]

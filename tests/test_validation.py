@@ -1503,7 +1503,8 @@ def test_the_copy_without_its_guards_misses_passes_and_validates_twice(name):
     assert [step for step, _ in plain.curve] == [0, 3, 3, 6, 6, 9, 10, 12]  # a pass again where each fit starts
     repeats = [i for i in range(1, len(plain.curve)) if plain.curve[i][0] == plain.curve[i - 1][0]]
     assert repeats == [2, 4]  # the same weights, so the same loss: never lower, and KeepBest's patience counts it
-    np.testing.assert_allclose([plain.curve[i][1] for i in repeats], [plain.curve[i - 1][1] for i in repeats], rtol=1e-6)
+    np.testing.assert_allclose([plain.curve[i][1] for i in repeats], [plain.curve[i - 1][1] for i in repeats],
+                               rtol=1e-6)
     text = " ".join(docs_block_section("Two guards for the copy").split())
     assert "passes at steps 0, 6 and 12 only" in text and "passes at 0, 3, 3, 6, 6, 9, 10, 12" in text
 
