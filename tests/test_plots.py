@@ -530,13 +530,16 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     assert list(counted.get_xdata()) == [40, 60] and counted.get_markerfacecolor() == "none"
     assert list(stop.get_xdata()) == [60, 60] and stop.get_label() == "fit stopped: 2 passes without a lower loss"
     assert matplotlib.colors.to_hex(counted.get_markeredgecolor()) == plots.COLORS[1]
-    assert [t.get_text() for t in ax.texts] == ["1.000", "1.200"]  # the best pass's value and the last's
+    assert [t.get_text() for t in ax.texts] == ["best: 1.000", "1.200"]  # the best pass's value and the last's
     assert ax.get_yscale() == "log" and ax.get_title() == "kept"
     back = keep_best_curve(curve, 20, patience=2, restored=1.0).axes[0]  # a pass after fit: the best weights
-    diamond = back.lines[-1]  # at the stop line (not a later step), not joined to the passes: after fit
+    back_to_best, diamond = back.lines[-2:]  # at the stop line (not a later step), not joined to the passes
     assert list(diamond.get_xdata()) == [60] and list(diamond.get_ydata()) == [1.0]
-    assert diamond.get_marker() == "D" and diamond.get_label() == "after fit: the best weights put back (1.000)"
-    assert back.texts[2].get_text() == "after fit: 1.000" and len(back.texts) == 3  # a label, no arrow
+    assert diamond.get_marker() == "D" and diamond.get_label() == "after fit: the best pass's weights put back (1.000)"
+    # round 25: a reader read the diamond as "step 400 scored 0.180"; a dotted line back to the star and
+    # the label name the pass whose weights these are
+    assert list(back_to_best.get_xdata()) == [20, 60] and back_to_best.get_linestyle() == ":"
+    assert back.texts[2].get_text() == "after fit: step 20's weights, 1.000" and len(back.texts) == 3  # no arrow
     assert back.texts[2].xy == (60, 1.0)  # next to its own marker
     assert back.get_xlim()[1] > 60 + 0.1 * 60  # room for the label right of the stop line
     fig = back.figure  # round 25: the legend covered the middle of the curve; now it is clear of every
@@ -546,7 +549,17 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     assert not [tuple(p) for p in points if box.contains(*p)]
     assert box.x1 < back.transData.transform((60, 1.0))[0]
     low = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.05), (60, 1.5), (80, 1.3)], 20).axes[0]
-    assert [t.get_text() for t in low.texts] == ["1.000", "1.300"]  # the best and the last only (round 23)
+    # round 25: a pass within 25% of the best looks as low on a log axis, so it carries its value too
+    assert [t.get_text() for t in low.texts] == ["best: 1.000", "1.050", "1.300"]
+    far = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.4), (80, 2.0)], 20).axes[0]
+    assert [t.get_text() for t in far.texts] == ["best: 1.000", "2.000"]  # no near miss: the best and the last
+    losses = [8.3, 3.5, 2.6, 1.45, 0.85, 0.78, 0.98, 0.91, 0.86, 0.85, 0.372, 0.953, 0.192, 0.65, 0.224, 0.18,
+              0.27, 0.25, 0.3, 0.245, 0.272]  # the notebook's run, rounded: its near miss sits 60 steps left
+    noisy = keep_best_curve(list(zip(range(0, 401, 20), losses)), 300, patience=5, restored=0.18).axes[0]
+    noisy.figure.canvas.draw()
+    boxes = [t.get_window_extent() for t in noisy.texts]
+    assert [t.get_text() for t in noisy.texts] == ["best: 0.180", "0.192", "0.272", "after fit: step 300's weights, 0.180"]
+    assert not [(a, b) for a in range(4) for b in range(a + 1, 4) if boxes[a].overlaps(boxes[b])]  # labels apart
     still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
     assert [line.get_label() for line in still.lines] == ["validation loss of each pass",
                                                          "the best pass: its weights are kept"]

@@ -14,14 +14,16 @@ __all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation
 def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
                     restored: float | None = None, title: str | None = None) -> Any:
     """What a keep-the-best callback saw: the validation loss of each pass ``(step, loss)``, joined
-    by a line; the best pass (at ``best_step``) a large green star labelled with its value; with
-    ``patience``, when the last pass is at least ``patience`` passes after the best, the passes
-    after the best are open red circles (the last one labelled with its value) and a dashed line at
-    the last pass says where ``fit`` stopped. ``restored``: the loss of a pass on the weights ``fit``
-    left, a green diamond AT the last step (on the stop line, not joined to the passes: it is not a
-    pass), labelled "after fit" with its value to its right; no arrow. Every number sits next to its
-    own marker. Log y axis with plain tick labels (the first pass is often far above the rest); the
-    legend top right, left of the stop line. Returns the Figure.
+    by a line; the best pass (at ``best_step``) a large green star labelled "best: <value>" below it; the
+    lowest other pass, when within 25% of the best (on a log axis it looks as low), labelled with its
+    value too, below its point; with ``patience``, when the last pass is at least ``patience`` passes
+    after the best, the passes after the best are open red circles (the last one labelled with its
+    value) and a dashed line at the last pass says where ``fit`` stopped. ``restored``: the loss of a
+    pass on the weights ``fit`` left, a green diamond AT the last step (on the stop line, not joined
+    to the passes: it is not a pass), a dotted green line back to the star (the same weights), and
+    the label "after fit: step <best_step>'s weights, <value>" to its right. Every number sits next
+    to its own marker. Log y axis with plain tick labels (the first pass is often far above the
+    rest); the legend top right, left of the stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
     >>> [line.get_label() for line in fig.axes[0].lines][:3]
@@ -49,21 +51,34 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
                 mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
-    labelled = [best] + ([len(curve) - 1] if len(curve) - 1 != best else [])
-    for i in labelled:  # the best pass's value left of its star, the last pass's above its point
-        ax.annotate(f"{losses[i]:.3f}", (steps[i], losses[i]), textcoords="offset points",
-                    xytext=(-12, -4) if i == best else (0, 10), ha="right" if i == best else "center",
-                    va="top" if i == best else "bottom", fontsize=9, color="0.2", zorder=5,
+    others = [i for i in range(len(curve)) if i != best]
+    near = min(others, key=lambda i: losses[i]) if others else None  # the lowest pass but the best
+    near = near if near is not None and losses[near] < 1.25 * losses[best] else None
+    last = len(curve) - 1
+    labels = {best: f"best: {losses[best]:.3f}"}
+    if near is not None and near != last:
+        labels[near] = f"{losses[near]:.3f}"
+    if last != best:
+        labels[last] = f"{losses[last]:.3f}"
+    for i, text in labels.items():  # the best's and a near miss's below their points, the last's above
+        offset, ha, va = ((0, -12), "center", "top") if i == best else ((0, -8), "center", "top") if i != last \
+            else ((0, 10), "center", "bottom")
+        ax.annotate(text, (steps[i], losses[i]), textcoords="offset points", xytext=offset, ha=ha, va=va,
+                    fontsize=9, color=COLORS[2] if i == best else "0.2", zorder=5,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     span = max(steps[-1] - steps[0], 1)
     right = steps[-1] + 0.04 * span
     if restored is not None:  # at the stop line, not joined to the passes: after fit, not a pass
         where = steps[-1]
-        right = steps[-1] + 0.16 * span
+        right = steps[-1] + 0.24 * span
+        if where != best_step:  # dotted back to the star: the weights of that pass
+            ax.plot([best_step, where], [losses[best], restored], ls=":", lw=1.3, color=COLORS[2], zorder=3,
+                    label="_nolegend_")
         ax.plot([where], [restored], ls="none", marker="D", ms=9, color=COLORS[2], mec="white", zorder=4,
-                label=f"after fit: the best weights put back ({restored:.3f})")
-        ax.annotate(f"after fit: {restored:.3f}", (where, restored), textcoords="offset points", xytext=(9, 0),
-                    ha="left", va="center", fontsize=9, color=COLORS[2], zorder=5)
+                label=f"after fit: the best pass's weights put back ({restored:.3f})")
+        ax.annotate(f"after fit: step {best_step}'s weights, {restored:.3f}", (where, restored),
+                    textcoords="offset points", xytext=(9, 0), ha="left", va="center", fontsize=9,
+                    color=COLORS[2], zorder=5)
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
