@@ -1479,13 +1479,14 @@ def test_the_notebooks_copy_holds_no_guards_the_docs_subclass_holds_both_and_the
     begin = subclass.split("def on_train_begin", 1)[1]
     assert "steps_per_execution != 1" in begin and "raise ValueError" in begin
     assert "self.curve[-1][0] != int(self.model.optimizer.iterations)" in begin
-    said = " ".join(notebook_markdown().split())
-    assert ("keep `compile(steps_per_execution=1)`, the default: with N > 1, `fit` calls back only every N steps, "
-            "so `step % every` misses passes, silently") in said
-    assert ("one `fit` call per callback: a second would repeat the pass at the step where the first ended, "
-            "and patience would count the repeat") in said
-    assert "which `helpers.validation.KeepBest` checks" in said
-    assert "docs/validation.md#two-guards-for-the-copy" in said
+    said = " ".join(notebook_markdown().split())  # round 25: both rules are the KeepBest row's catch in the table
+    row = next(line for line in notebook_markdown().splitlines() if line.startswith("| the copied `KeepBest` callback"))
+    assert ("keep `compile(steps_per_execution=1)` (steps run per callback call), the default: with more, passes are "
+            "missed silently") in row
+    assert ("one `fit` call per callback: a second repeats the pass where the first ended, and patience counts it"
+            in row)
+    assert "[`helpers.validation.KeepBest` checks both](../docs/validation.md#two-guards-for-the-copy)" in row
+    assert "Never call `model.evaluate()` in a callback: it overwrites `History`'s training loss" in said
 
 
 @pytest.mark.parametrize("name", ["ValidateEvery", "KeepBest"])
@@ -1715,7 +1716,8 @@ def test_the_notebook_names_one_keep_best_and_no_helper_class_shares_a_copied_na
     """Round 23: the copy's ValidateEvery and the helper's callback had one name and different
     arguments. Now the helper's is KeepBest, with the copied KeepBest's arguments."""
     assert not hasattr(V, "ValidateEvery")  # the arguments: test_the_notebooks_keep_best_takes_the_helpers_arguments
-    assert "Import `helpers.validation.KeepBest` instead only if you need sample weights" in " ".join(notebook_markdown().split())
+    assert ("`helpers.validation.KeepBest` takes the same arguments and adds sample weights, a loss per output, several "
+            "devices and the table's two checks") in " ".join(notebook_markdown().split())
 
 
 def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_loss(tmp_path):

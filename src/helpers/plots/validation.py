@@ -70,7 +70,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     right = steps[-1] + 0.04 * span
     if restored is not None:  # at the stop line, not joined to the passes: after fit, not a pass
         where = steps[-1]
-        right = steps[-1] + 0.24 * span
+        right = steps[-1] + 0.30 * span
         if where != best_step:  # dotted back to the star: the weights of that pass
             ax.plot([best_step, where], [losses[best], restored], ls=":", lw=1.3, color=COLORS[2], zorder=3,
                     label="_nolegend_")
