@@ -14,20 +14,19 @@ __all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation
 def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
                     restored: float | None = None, title: str | None = None) -> Any:
     """What a keep-the-best callback saw: the validation loss of each pass ``(step, loss)``, joined
-    by a line; the best pass (at ``best_step``) a large green star labelled "best: <value>" below it; the
-    lowest other pass, when within 25% of the best (on a log axis it looks as low), labelled with its
-    value too, below its point; with ``patience``, when the last pass is at least ``patience`` passes
+    by a line; the best pass (at ``best_step``) a large green star, and a thin dotted green line
+    across the axes at its loss, labelled "best <value>" above its left end, so that every other
+    pass is visibly above it; with ``patience``, when the last pass is at least ``patience`` passes
     after the best, the passes after the best are open red circles (the last one labelled with its
-    value) and a dashed line at the last pass says where ``fit`` stopped. ``restored``: the loss of a
-    pass on the weights ``fit`` left, a green diamond AT the last step (on the stop line, not joined
-    to the passes: it is not a pass), a dotted green line back to the star (the same weights), and
-    the label "after fit: step <best_step>'s weights, <value>" to its right. Every number sits next
-    to its own marker. Log y axis with plain tick labels (the first pass is often far above the
-    rest); the legend top right, left of the stop line. Returns the Figure.
+    value) and a dashed line at the last pass says where ``fit`` stopped. ``restored``: the loss of
+    a pass on the weights ``fit`` left, a green ring around the star at ``(best_step, restored)``
+    (the best step's weights, put back; nothing is drawn at the stop line). Log y axis with plain
+    tick labels (the first pass is often far above the rest); the legend top right, left of the
+    stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
-    >>> [line.get_label() for line in fig.axes[0].lines][:3]
-    ['validation loss of each pass', 'the best pass: its weights are kept', 'no lower loss than the best: patience counts these']
+    >>> [text.get_text() for text in fig.axes[0].get_legend().get_texts()][::4]
+    ['validation loss of each pass', 'restored after fit (1.000)']
 
     Raises ValueError for an empty ``curve`` or a ``best_step`` that is not one of its steps.
     """
@@ -46,39 +45,24 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     ax.plot(steps, losses, marker="o", ms=5, color=COLORS[0], lw=1.4, zorder=2, label="validation loss of each pass")
     ax.plot([best_step], [losses[best]], ls="none", marker="*", ms=20, color=COLORS[2], mec="white", mew=0.8,
             zorder=4, label="the best pass: its weights are kept")
+    ax.axhline(losses[best], color=COLORS[2], lw=0.9, ls=":", zorder=1, label="_best")  # every other pass above it
+    ax.annotate(f"best {losses[best]:.3f}", (0.005, losses[best]), xycoords=("axes fraction", "data"),
+                textcoords="offset points", xytext=(2, 3), ha="left", va="bottom", fontsize=9, color=COLORS[2])
     if stopped:
         ax.plot([steps[i] for i in after], [losses[i] for i in after], ls="none", marker="o", ms=11, mfc="none",
                 mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
-    others = [i for i in range(len(curve)) if i != best]
-    near = min(others, key=lambda i: losses[i]) if others else None  # the lowest pass but the best
-    near = near if near is not None and losses[near] < 1.25 * losses[best] else None
     last = len(curve) - 1
-    labels = {best: f"best: {losses[best]:.3f}"}
-    if near is not None and near != last:
-        labels[near] = f"{losses[near]:.3f}"
-    if last != best:
-        labels[last] = f"{losses[last]:.3f}"
-    for i, text in labels.items():  # the best's and a near miss's below their points, the last's above
-        offset, ha, va = ((0, -12), "center", "top") if i == best else ((0, -8), "center", "top") if i != last \
-            else ((0, 10), "center", "bottom")
-        ax.annotate(text, (steps[i], losses[i]), textcoords="offset points", xytext=offset, ha=ha, va=va,
-                    fontsize=9, color=COLORS[2] if i == best else "0.2", zorder=5,
+    if last != best:  # the last pass's value above it
+        ax.annotate(f"{losses[last]:.3f}", (steps[last], losses[last]), textcoords="offset points", xytext=(0, 10),
+                    ha="center", va="bottom", fontsize=9, color="0.2", zorder=5,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
+    if restored is not None:  # a ring around the star: the best step's weights, put back after fit
+        ax.plot([best_step], [restored], ls="none", marker="o", ms=26, mfc="none", mec=COLORS[2], mew=1.8,
+                zorder=4, label=f"restored after fit ({restored:.3f})")
     span = max(steps[-1] - steps[0], 1)
     right = steps[-1] + 0.04 * span
-    if restored is not None:  # at the stop line, not joined to the passes: after fit, not a pass
-        where = steps[-1]
-        right = steps[-1] + 0.30 * span
-        if where != best_step:  # dotted back to the star: the weights of that pass
-            ax.plot([best_step, where], [losses[best], restored], ls=":", lw=1.3, color=COLORS[2], zorder=3,
-                    label="_nolegend_")
-        ax.plot([where], [restored], ls="none", marker="D", ms=9, color=COLORS[2], mec="white", zorder=4,
-                label=f"after fit: the best pass's weights put back ({restored:.3f})")
-        ax.annotate(f"after fit: step {best_step}'s weights, {restored:.3f}", (where, restored),
-                    textcoords="offset points", xytext=(9, 0), ha="left", va="center", fontsize=9,
-                    color=COLORS[2], zorder=5)
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
@@ -91,7 +75,10 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     ax.set_ylabel("validation loss (log scale)")
     # the legend top right, above the late passes and left of the stop line: clear of every marker
     anchor = ((steps[-1] - left) / (right - left) - 0.015, 1.0) if stopped else (1.0, 1.0)
-    ax.legend(loc="upper right", bbox_to_anchor=anchor, fontsize=9, framealpha=0.95)
+    legend = ax.legend(loc="upper right", bbox_to_anchor=anchor, fontsize=9, framealpha=0.95)
+    for handle in legend.legend_handles:
+        if handle.get_label().startswith("restored"):
+            handle.set_markersize(12)  # the ring, legend-sized
     if title:
         ax.set_title(title, fontsize=11)
     fig.tight_layout()
@@ -341,7 +328,7 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             ax.set_ylim(rows - 0.3, -0.7)
     legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
               Patch(facecolor=fills[1], label="batch 2, 4, ...")]
-    legend += [Patch(facecolor=red_fill, label="read twice in one pass")] * seen["red"]
+    legend += [Patch(facecolor=red_fill, label="an id read a second time in the same pass")] * seen["red"]
     legend += [Patch(facecolor=gray_fill, edgecolor="0.55", hatch="///", label="not read in this pass (after the dotted line)")] * seen["skipped"]
     lower.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=8.5, handlelength=1.2,
                  columnspacing=1.2, frameon=False)
