@@ -1479,13 +1479,19 @@ def test_the_notebooks_copy_holds_no_guards_the_docs_subclass_holds_both_and_the
     begin = subclass.split("def on_train_begin", 1)[1]
     assert "steps_per_execution != 1" in begin and "raise ValueError" in begin
     assert "self.curve[-1][0] != int(self.model.optimizer.iterations)" in begin
-    said = " ".join(notebook_markdown().split())  # round 25: both rules are the KeepBest row's catch in the table
-    row = next(line for line in notebook_markdown().splitlines() if line.startswith("| the copied `KeepBest` callback"))
-    assert ("keep `compile(steps_per_execution=1)` (steps run per callback call), the default: with more, passes are "
-            "missed silently") in row
-    assert ("one `fit` call per callback: a second repeats the pass where the first ended, and patience counts it"
-            in row)
-    assert "[`helpers.validation.KeepBest` checks both](../docs/validation.md#two-guards-for-the-copy)" in row
+    said = " ".join(notebook_markdown().split())  # round 25, third edit: the rules are bullets after the run
+    watch = said.split("Watch for these:", 1)[1]
+    rules = ["**`compile(steps_per_execution=N)`**: keep the default, 1. With N > 1, `fit` calls back once per N "
+             "steps, so passes are missed silently.",
+             "**A second `fit` call**: give it a new callback. The old one repeats the pass at the step where the "
+             "first call ended, and patience counts it.",
+             "**`History`, `EarlyStopping`, `ModelCheckpoint`**: they read the epoch's logs, which hold no mid-epoch "
+             "pass", "**\"Your input ran out of data\"**: Keras's own passes (`validation_data`, `evaluate`) print it"]
+    assert [watch.index(rule) for rule in rules] == sorted(watch.index(rule) for rule in rules)  # in this order
+    assert ("`helpers.validation.KeepBest` checks the first two ([how](../docs/validation.md#two-guards-for-the-copy))"
+            in watch)
+    assert said.index("Watch for these:") > said.index("### KeepBest on a model like yours")  # after the run
+    assert "steps_per_execution" not in said.split("### KeepBest on a model like yours", 1)[0]  # not before it
     assert "Never call `model.evaluate()` in a callback: it overwrites `History`'s training loss" in said
 
 
@@ -1717,7 +1723,7 @@ def test_the_notebook_names_one_keep_best_and_no_helper_class_shares_a_copied_na
     arguments. Now the helper's is KeepBest, with the copied KeepBest's arguments."""
     assert not hasattr(V, "ValidateEvery")  # the arguments: test_the_notebooks_keep_best_takes_the_helpers_arguments
     assert ("`helpers.validation.KeepBest` takes the same arguments and adds sample weights, a loss per output, several "
-            "devices and the table's two checks") in " ".join(notebook_markdown().split())
+            "devices, and checks the first two rules listed after the run") in " ".join(notebook_markdown().split())
 
 
 def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_loss(tmp_path):
