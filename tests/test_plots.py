@@ -485,29 +485,28 @@ _PANELS = [("cycling", [[[0, 1], [2, 0]], [[1, 2], [0, 1]]]), ("once", [[[0, 1],
 
 
 def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
-    import matplotlib
-
     fig = plots.validation_passes(_PANELS, panels_title="the toy set")
     assert len(fig.axes) == 3  # no reads: the grids only
     assert "the toy set" in [t.get_text() for t in fig.texts]
     cycling, once, fresh = fig.axes
     assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 2.5)]  # each panel as wide as its longest pass
     assert not cycling.get_xticks().size and not once.get_xticks().size  # no x axis: the cells carry the ids
-    assert len(cycling.patches) == 9 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read
-    # (and cycling's pass 2, which starts partway, one black outline around its whole row)
+    assert len(cycling.patches) == 8 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read,
+    # nothing else (round 25: no outline around a pass that starts partway; its first id says so)
     assert [t.get_text() for t in once.texts].count("empty: nothing left to read") == 2
-    red = matplotlib.colors.to_rgba(plots.COLORS[1])
-    twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
+    legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
+    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...",
+                                                          "an id read a second time in the same pass"]
+    # round 25, third edit: "read twice in one pass" let a half-red batch read as a fourth batch
+    red = legend.get_patches()[2].get_facecolor()
+    assert red not in [p.get_facecolor() for p in legend.get_patches()[:2]]  # red is none of the batch fills
+    twice = [p.get_xy() for p in cycling.patches if p.get_facecolor() == red]
     assert twice == [(3 - 0.5, 0 - 0.5),   # the second read of id 0 in pass 1, not its first
                      (3 - 0.5, 1 - 0.5)]   # the second read of id 1 in pass 2
-    assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
+    assert not [p for p in fresh.patches if p.get_facecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
-    outlined = [p for p in cycling.patches if p.get_edgecolor() == (0.0, 0.0, 0.0, 1.0)]  # pass 2 starts at id 1
-    assert [(p.get_x(), p.get_width(), p.get_fill()) for p in outlined] == [(-0.5, 4, False)]  # its whole row
-    legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
-    assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...", "read again in one pass",
-                                                          "a pass that starts partway through the set"]
+    assert len({p.get_edgecolor() for ax in fig.axes for p in ax.patches}) == 1  # one mark for a cell: its fill
     short = plots.validation_passes([("too few", [[[0, 1]], [[2, 0]]])])  # each pass skips an id the other reads
     gone = [p for p in short.axes[0].patches if p.get_hatch() == "///"]
     assert [p.get_xy() for p in gone] == [(2.5, -0.5), (2.5, 0.5)]  # id 2 after pass 1's reads and a gap; id 1 after pass 2's
@@ -517,7 +516,7 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert tinted[2].title.get_color() == plots.COLORS[2] and not tinted[0].spines["top"].get_visible()
     assert [t.get_text() for t in short.axes[0].texts] == ["0", "1", "2", "2", "0", "1"]
     assert "not read in this pass (after the dotted line)" in [t.get_text() for t in short.legends[0].get_texts()]
-    assert len(plots.validation_passes(_PANELS[1:]).legends[0].get_texts()) == 2  # no red, no partway start: fills only
+    assert len(plots.validation_passes(_PANELS[1:]).legends[0].get_texts()) == 2  # nothing read twice: fills only
 
 
 def test_validation_passes_draws_which_training_batch_each_step_reads():
@@ -553,26 +552,50 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     curve = [(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)]
     fig = keep_best_curve(curve, 20, patience=2, title="kept")
     (ax,) = fig.axes
-    passes, best, counted, stop = ax.lines
+    passes, best, best_line, counted, stop = ax.lines
     assert list(passes.get_xdata()) == [0, 20, 40, 60] and list(passes.get_ydata()) == [8.0, 1.0, 1.5, 1.2]
     assert list(best.get_xdata()) == [20] and best.get_marker() == "*"
+    # round 25, third edit: a thin dotted line at the best loss, across the axes, labelled "best <value>":
+    # every other pass is visibly above it (the near-miss label is gone)
+    assert list(best_line.get_ydata()) == [1.0, 1.0] and best_line.get_linestyle() == ":"
+    assert list(best_line.get_xdata()) == [0, 1]  # axes fraction: the whole width
+    assert best_line.get_label().startswith("_")  # not in the legend: its own label says it
     assert list(counted.get_xdata()) == [40, 60] and counted.get_markerfacecolor() == "none"
     assert list(stop.get_xdata()) == [60, 60] and stop.get_label() == "fit stopped: 2 passes without a lower loss"
     assert matplotlib.colors.to_hex(counted.get_markeredgecolor()) == plots.COLORS[1]
-    assert [t.get_text() for t in ax.texts] == ["1.000", "1.200"]  # the best pass's value and the last's
+    assert [t.get_text() for t in ax.texts] == ["best 1.000", "1.200"]  # the best line's value and the last pass's
     assert ax.get_yscale() == "log" and ax.get_title() == "kept"
     back = keep_best_curve(curve, 20, patience=2, restored=1.0).axes[0]  # a pass after fit: the best weights
-    diamond = back.lines[-1]  # at the stop line (not a later step), not joined to the passes: after fit
-    assert list(diamond.get_xdata()) == [60] and list(diamond.get_ydata()) == [1.0]
-    assert diamond.get_marker() == "D" and diamond.get_label() == "after fit: the best weights put back (1.000)"
-    assert back.texts[2].get_text() == "after fit: 1.000" and len(back.texts) == 3  # a label, no arrow
-    assert back.texts[2].xy == (60, 1.0)  # next to its own marker
-    assert back.get_xlim()[1] > 60 + 0.1 * 60  # room for the label right of the stop line
-    low = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.05), (60, 1.5), (80, 1.3)], 20).axes[0]
-    assert [t.get_text() for t in low.texts] == ["1.000", "1.300"]  # the best and the last only (round 23)
+    ring = back.lines[-1]  # round 25, third edit: a ring around the star, not a marker at the stop line
+    assert list(ring.get_xdata()) == [20] and list(ring.get_ydata()) == [1.0]
+    assert ring.get_marker() == "o" and ring.get_markerfacecolor() == "none" and ring.get_markersize() > best.get_markersize()
+    assert ring.get_label() == "restored after fit (1.000)"
+    at_stop = [line for line in back.lines if line.get_marker() not in ("None", None, "")
+               and 60 in list(line.get_xdata())]  # the only markers at the stop step: the passes themselves
+    assert [line.get_label() for line in at_stop] == ["validation loss of each pass",
+                                                      "no lower loss than the best: patience counts these"]
+    assert [t.get_text() for t in back.texts] == ["best 1.000", "1.200"]  # no label for the ring: the legend has it
+    fig = back.figure  # round 25: the legend covered the middle of the curve; now it is clear of every
+    fig.canvas.draw()  # marker and left of the stop line
+    box = back.get_legend().get_window_extent()
+    points = back.transData.transform([(step, loss) for step, loss in curve])
+    assert not [tuple(p) for p in points if box.contains(*p)]
+    assert box.x1 < back.transData.transform((60, 1.0))[0]
+    losses = [8.3, 3.5, 2.6, 1.45, 0.85, 0.78, 0.98, 0.91, 0.86, 0.85, 0.372, 0.953, 0.192, 0.65, 0.224, 0.18,
+              0.27, 0.25, 0.3, 0.245, 0.272]  # the notebook's run, rounded: its near miss sits 60 steps left
+    noisy = keep_best_curve(list(zip(range(0, 401, 20), losses)), 300, patience=5, restored=0.18).axes[0]
+    noisy.figure.canvas.draw()
+    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272"]  # no near-miss label
+    label = noisy.texts[0].get_window_extent()
+    ticks = [t.get_window_extent() for t in noisy.get_xticklabels() if t.get_text()]
+    assert not [t for t in ticks if t.overlaps(label)] and label.y0 >= noisy.transData.transform((0, 0.18))[1]
+    near = noisy.transData.transform((240, 0.192))[1] - noisy.transData.transform((240, 0.18))[1]
+    assert near > 2  # the near miss sits above the best line, in pixels
+    points = noisy.transData.transform(list(zip(range(0, 401, 20), losses)))
+    assert not [tuple(p) for p in points if label.contains(*p)]  # the label covers no pass
     still = keep_best_curve(curve, 20, patience=3).axes[0]  # fewer passes after the best than patience
     assert [line.get_label() for line in still.lines] == ["validation loss of each pass",
-                                                         "the best pass: its weights are kept"]
+                                                         "the best pass: its weights are kept", "_best"]
     with pytest.raises(ValueError, match="curve is empty"):
         keep_best_curve([], 0)
     with pytest.raises(ValueError, match=r"best_step 30 is not the step of a pass: \[0, 20, 40, 60\]"):

@@ -382,7 +382,7 @@ def test_fit_steps_per_epoch_validates_a_full_pass_and_keeps_the_training_stream
     alone.fit(train, steps_per_epoch=3, epochs=2, shuffle=False, verbose=0)
     same = all((a == b).all() for a, b in zip(model.get_weights(), alone.get_weights()))
     assert logs["val_examples"] == [10, 10] and logs["examples"] == [12, 12] and same, lesson(
-        NB04, "KeepBest on a model like yours",
+        NB04, "Inside `model.fit`: the built-in first",
         "fit(steps_per_epoch=K, validation_data=val_ds) reads every validation example once per epoch of K steps "
         "and does not disturb the training stream")
 
@@ -433,7 +433,7 @@ def test_callbacks_after_see_a_steps_val_loss_and_history_and_early_stopping_do_
         history = model.fit(train, steps_per_epoch=6, epochs=2, callbacks=[_nb04_writes_val_loss(keras), spy, stop],
                             shuffle=False, verbose=0).history
     assert seen == [False, True] * 6 and list(history) == ["loss"] and stop.best is None, lesson(
-        NB04, "The callback: copy these three cells",
+        NB04, "KeepBest on a model like yours",
         "a callback listed after one that writes logs['val_loss'] in on_train_batch_end sees it, while History "
         "and EarlyStopping read the epoch's logs, rebuilt from the compiled metrics, without it")
 

@@ -14,17 +14,19 @@ __all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation
 def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
                     restored: float | None = None, title: str | None = None) -> Any:
     """What a keep-the-best callback saw: the validation loss of each pass ``(step, loss)``, joined
-    by a line; the best pass (at ``best_step``) a large green star labelled with its value; with
-    ``patience``, when the last pass is at least ``patience`` passes after the best, the passes
-    after the best are open red circles (the last one labelled with its value) and a dashed line at
-    the last pass says where ``fit`` stopped. ``restored``: the loss of a pass on the weights ``fit``
-    left, a green diamond AT the last step (on the stop line, not joined to the passes: it is not a
-    pass), labelled "after fit" with its value to its right; no arrow. Every number sits next to its
-    own marker. Log y axis with plain tick labels. Returns the Figure.
+    by a line; the best pass (at ``best_step``) a large green star, and a thin dotted green line
+    across the axes at its loss, labelled "best <value>" above its left end, so that every other
+    pass is visibly above it; with ``patience``, when the last pass is at least ``patience`` passes
+    after the best, the passes after the best are open red circles (the last one labelled with its
+    value) and a dashed line at the last pass says where ``fit`` stopped. ``restored``: the loss of
+    a pass on the weights ``fit`` left, a green ring around the star at ``(best_step, restored)``
+    (the best step's weights, put back; nothing is drawn at the stop line). Log y axis with plain
+    tick labels (the first pass is often far above the rest); the legend top right, left of the
+    stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
-    >>> [line.get_label() for line in fig.axes[0].lines][:3]
-    ['validation loss of each pass', 'the best pass: its weights are kept', 'no lower loss than the best: patience counts these']
+    >>> [text.get_text() for text in fig.axes[0].get_legend().get_texts()][::4]
+    ['validation loss of each pass', 'restored after fit (1.000)']
 
     Raises ValueError for an empty ``curve`` or a ``best_step`` that is not one of its steps.
     """
@@ -43,36 +45,40 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     ax.plot(steps, losses, marker="o", ms=5, color=COLORS[0], lw=1.4, zorder=2, label="validation loss of each pass")
     ax.plot([best_step], [losses[best]], ls="none", marker="*", ms=20, color=COLORS[2], mec="white", mew=0.8,
             zorder=4, label="the best pass: its weights are kept")
+    ax.axhline(losses[best], color=COLORS[2], lw=0.9, ls=":", zorder=1, label="_best")  # every other pass above it
+    ax.annotate(f"best {losses[best]:.3f}", (0.005, losses[best]), xycoords=("axes fraction", "data"),
+                textcoords="offset points", xytext=(2, 3), ha="left", va="bottom", fontsize=9, color=COLORS[2])
     if stopped:
         ax.plot([steps[i] for i in after], [losses[i] for i in after], ls="none", marker="o", ms=11, mfc="none",
                 mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
-    labelled = [best] + ([len(curve) - 1] if len(curve) - 1 != best else [])
-    for i in labelled:  # the best pass's value left of its star, the last pass's above its point
-        ax.annotate(f"{losses[i]:.3f}", (steps[i], losses[i]), textcoords="offset points",
-                    xytext=(-12, -4) if i == best else (0, 10), ha="right" if i == best else "center",
-                    va="top" if i == best else "bottom", fontsize=9, color="0.2", zorder=5,
+    last = len(curve) - 1
+    if last != best:  # the last pass's value above it
+        ax.annotate(f"{losses[last]:.3f}", (steps[last], losses[last]), textcoords="offset points", xytext=(0, 10),
+                    ha="center", va="bottom", fontsize=9, color="0.2", zorder=5,
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
+    if restored is not None:  # a ring around the star: the best step's weights, put back after fit
+        ax.plot([best_step], [restored], ls="none", marker="o", ms=26, mfc="none", mec=COLORS[2], mew=1.8,
+                zorder=4, label=f"restored after fit ({restored:.3f})")
     span = max(steps[-1] - steps[0], 1)
     right = steps[-1] + 0.04 * span
-    if restored is not None:  # at the stop line, not joined to the passes: after fit, not a pass
-        where = steps[-1]
-        right = steps[-1] + 0.16 * span
-        ax.plot([where], [restored], ls="none", marker="D", ms=9, color=COLORS[2], mec="white", zorder=4,
-                label=f"after fit: the best weights put back ({restored:.3f})")
-        ax.annotate(f"after fit: {restored:.3f}", (where, restored), textcoords="offset points", xytext=(9, 0),
-                    ha="left", va="center", fontsize=9, color=COLORS[2], zorder=5)
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     low = min(losses + ([restored] if restored is not None else []))
-    ax.set_ylim(low / 2.4, max(losses) * 1.6)  # room for the legend under the curve
-    ax.set_xlim(steps[0] - 0.04 * span, right)
+    ax.set_ylim(low / 1.6, max(losses) * 1.6)
+    left = steps[0] - 0.04 * span
+    ax.set_xlim(left, right)
     ax.set_xticks(steps[::2] if len(steps) > 12 else steps)
     ax.set_xlabel("training step")
     ax.set_ylabel("validation loss (log scale)")
-    ax.legend(loc="lower left", fontsize=9)
+    # the legend top right, above the late passes and left of the stop line: clear of every marker
+    anchor = ((steps[-1] - left) / (right - left) - 0.015, 1.0) if stopped else (1.0, 1.0)
+    legend = ax.legend(loc="upper right", bbox_to_anchor=anchor, fontsize=9, framealpha=0.95)
+    for handle in legend.legend_handles:
+        if handle.get_label().startswith("restored"):
+            handle.set_markersize(12)  # the ring, legend-sized
     if title:
         ax.set_title(title, fontsize=11)
     fig.tight_layout()
@@ -224,9 +230,7 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
     each pass read, in order, one cell per example, its batch shown by alternating fills; a read of an
-    id that the same pass already read is filled red (the first read is not); a pass that starts at
-    another id than the panel's first pass has all its read cells outlined in black (a property of the
-    pass, not of one cell); the panel's
+    id that the same pass already read is filled red (the first read is not); the panel's
     other ids (those it read in any pass) that this pass did not read, grey and hatched, after a gap
     and a dotted line (not part of what the pass read); "empty" marks a pass that read nothing.
     ``answer``: the index of the panel that shows the right way, drawn on a green tint with a green
@@ -279,12 +283,11 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
               for passes, missing in zip(flat, skipped)]
     lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.1, wspace=0.08)
     bottom_axes = lower.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
-    fills, red_fill, gray_fill = ("#c6dbef", "#fdd9b5"), "#f4a6a6", "#eeeeee"  # alternating: one fill per batch
+    fills, red_fill, gray_fill = ("#c6dbef", "#fdd9b5"), "#e8716d", "#eeeeee"  # alternating: one fill per batch
     rows = max(len(passes) for _, passes in panels)
-    seen = {"red": False, "skipped": False, "partway": False}
+    seen = {"red": False, "skipped": False}
     for column, ((title, passes), ids_per_pass) in enumerate(zip(panels, flat)):
         ax = bottom_axes[column]
-        start = next(ids[0] for ids in ids_per_pass if ids)  # where the panel's first pass starts
         for row, (one, ids, gone) in enumerate(zip(passes, ids_per_pass, skipped[column])):
             if not ids:
                 ax.text((widths[column] - 1) / 2, row, "empty: nothing left to read", ha="center", va="center",
@@ -294,15 +297,10 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                 for value in batch:
                     twice = value in ids[:col]  # read before in this pass: this read red, not the first
                     seen["red"] |= twice
-                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.2 if twice else 0.8,
-                                               facecolor=red_fill if twice else fills[batch_number % 2],
-                                               edgecolor=COLORS[1] if twice else "white"))
+                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=0.8, edgecolor="white",
+                                               facecolor=red_fill if twice else fills[batch_number % 2]))
                     ax.text(col, row, int(value), ha="center", va="center", fontsize=9)
                     col += 1
-            if ids and ids[0] != start:  # this pass starts somewhere else in the set: the whole row outlined
-                seen["partway"] = True
-                ax.add_patch(plt.Rectangle((-0.5, row - 0.42), len(ids), 0.84, lw=2.0, fill=False,
-                                           edgecolor="black", zorder=3))
             if gone:  # a gap and a dotted line: what follows was not read
                 ax.plot([col, col], [row - 0.45, row + 0.45], color="0.45", lw=1.2, ls=":")
                 col += 1
@@ -330,9 +328,7 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             ax.set_ylim(rows - 0.3, -0.7)
     legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
               Patch(facecolor=fills[1], label="batch 2, 4, ...")]
-    legend += [Patch(facecolor=red_fill, edgecolor=COLORS[1], lw=2, label="read again in one pass")] * seen["red"]
-    legend += [Patch(facecolor="none", edgecolor="black", lw=2,
-                     label="a pass that starts partway through the set")] * seen["partway"]
+    legend += [Patch(facecolor=red_fill, label="an id read a second time in the same pass")] * seen["red"]
     legend += [Patch(facecolor=gray_fill, edgecolor="0.55", hatch="///", label="not read in this pass (after the dotted line)")] * seen["skipped"]
     lower.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=8.5, handlelength=1.2,
                  columnspacing=1.2, frameon=False)
