@@ -53,14 +53,14 @@ def test_held_vs_leaky_draws_each_run_on_its_own_panel_with_the_batch_each_evalu
     assert all("\n" not in ax.get_title() for ax in (top, bottom))  # one line each
 
 
-def test_held_vs_leaky_joins_only_the_held_runs_accepted_points():
+def test_held_vs_leaky_draws_both_runs_the_same_way_and_joins_neither():
     # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 1), 258 rejected, 2.0 accepted
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
     top, bottom = fig.axes
     assert top.get_yscale() == bottom.get_yscale() == "log"
-    assert [x for x, _ in _lines(top, "-")] == [[1, 3, 4, 5]]  # the start and accepted points: a trajectory
-    assert _lines(bottom, "-") == []  # the leaky run's accepted points are each on another batch: not joined
+    assert _lines(top, "-") == _lines(bottom, "-") == []  # one style in both panels: dots, nothing joined
     held_marks, leaky_marks = _marks(top), _marks(bottom)
+    assert sorted(held_marks["o"]) == [1, 3, 4, 5]  # the start and the accepted points
     assert held_marks["x"] == [2] and leaky_marks["x"] == [2]  # every rejected trial a cross
     assert sorted(leaky_marks["o"]) == [1, 3] and "s" not in leaky_marks
     assert all(line.get_alpha() == 0.5 for ax in fig.axes for line in ax.lines if line.get_marker() == "x")
@@ -69,9 +69,10 @@ def test_held_vs_leaky_joins_only_the_held_runs_accepted_points():
     assert [t.get_text() for t in top.texts] == ["stops after 5 evaluations"]
     assert [t.get_text() for t in bottom.texts][-1] == "stops after 3 evaluations"
     assert [t.get_text() for t in top.get_legend().get_texts()] == ["accepted point (all on batch 1)",
-                                                                     "rejected trial (normal)"]
+                                                                     "rejected trial (same batch: normal)"]
     assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["accepted point (each on its own batch)",
-                                                                        "rejected trial (normal)"]
+                                                                        "rejected trial (a different batch each)"]
+    assert "cannot be compared" in bottom.get_title()  # the leaky losses come from different batches
 
 
 def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
@@ -89,7 +90,11 @@ def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_s
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     bottom = fig.axes[1]
     label = bottom.texts[-1]
-    assert label.get_text() == "SciPy stops: the weights of 3 again" and np.allclose(label.xy, [5, 8.1])
+    assert label.get_text() == "SciPy stops: 'converged'" and np.allclose(label.xy, [5, 8.1])
+    same = [t for t in bottom.texts if t.get_text() == "same weights as evaluation 3"]
+    assert len(same) == 1 and same[0].xy[0] == 4  # under the middle of evaluations 3 and 5
+    (bracket_x, _), = _lines(bottom, ":")  # a thin dotted bracket from evaluation 3 down, across, up to 5
+    assert bracket_x == [3, 3, 5, 5]
     assert not [t for t in bottom.texts if t.arrow_patch is not None]  # no arrow to decode
     marks = _marks(bottom)  # the stop is an open square, not an accepted dot
     assert marks["s"] == [5] and 5 not in marks["o"] and 3 in marks["o"]
@@ -97,6 +102,7 @@ def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_s
     points[4] = points[4] + 1e-12  # nearly, not exactly, the same weights: no square
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     assert fig.axes[1].texts[-1].get_text() == "stops after 5: 'converged'" and "s" not in _marks(fig.axes[1])
+    assert _lines(fig.axes[1], ":") == [] and "same weights" not in " ".join(t.get_text() for t in fig.axes[1].texts)
 
 
 def test_held_vs_leaky_says_the_held_run_stopped_at_its_cap_not_by_converging():

@@ -36,16 +36,16 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     loss. ``max_iterations`` (optional) is both runs' iteration cap: a run that made that many
     iterations is labelled as stopped at the cap, so that its end does not read as convergence.
 
-    Top panel, the held run: its start and accepted points (all on batch 1) joined by a line, its
-    rejected trials as light crosses. Bottom panel, the leaky run: accepted points as dots, not joined
-    (each is on another batch), rejected trials as light crosses, each point labelled with the batch it
-    read. The two panels share both axes (log losses), so the columns line up, but no point of one run
+    Top panel, the held run: its start and accepted points (all on batch 1) as dots, its rejected
+    trials as light crosses. Bottom panel, the leaky run, drawn the same way (nothing joined in either
+    panel), each point labelled with the batch it read; its title says these losses cannot be compared. The two panels share both axes (log losses), so the columns line up, but no point of one run
     sits on the other's axes. Each run's end is labelled: the held run "stops at its cap of N
     iterations" (or "stops after N evaluations"); the leaky run "stops after N: 'converged'" when its
     last evaluation is an accepted point whose loss rose (SciPy's L-BFGS-B stops when
     (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies), else "stops after N
-    evaluations". When that last point has exactly the weights of the accepted point before (needs
-    ``leaky_points``), it is an open square labelled "SciPy stops: the weights of k again", not a dot.
+    evaluations". When that last point has exactly the weights of the accepted point k before (needs
+    ``leaky_points``), it is an open square labelled "SciPy stops: 'converged'", not a dot, and a thin
+    dotted bracket under evaluations k and the last is labelled "same weights as evaluation k".
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
     >>> top, bottom = fig.axes
@@ -71,7 +71,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
 
     held_path, leaky_path = path_of(values, held_accepted), path_of(seen, leaky_accepted)
     columns, leaky_columns = np.arange(1, len(values) + 1), np.arange(1, len(seen) + 1)
-    top.semilogy(columns[held_path], values[held_path], "-o", color=COLORS[0], lw=2, ms=5)
+    top.semilogy(columns[held_path], values[held_path], "o", color=COLORS[0], ms=6)   # not joined, as below
     top.semilogy(columns[~held_path], values[~held_path], "x", color=COLORS[0], ms=7, mew=1.5, alpha=0.5)
 
     accepted = np.flatnonzero(leaky_path)
@@ -94,24 +94,32 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     top.annotate(held_stop, (len(values), values[-1]), textcoords="offset points", xytext=(0, -12), ha="right", va="top",
                  fontsize=9, color=COLORS[0], fontweight="bold")
     stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
-    if same:
-        stop = f"SciPy stops: the weights of {accepted[-2] + 1} again"
+    if same:  # a thin bracket under the two evaluations of the same weights
+        first, last_k = accepted[-2] + 1, len(seen)
+        low = min(seen[first - 1], seen[-1]) / 3
+        bottom.plot([first, first, last_k, last_k], [seen[first - 1] / 1.3, low, low, seen[-1] / 1.3], ":",
+                    color="0.35", lw=1)
+        bottom.annotate(f"same weights as evaluation {first}", ((first + last_k) / 2, low), textcoords="offset points",
+                        xytext=(0, -4), ha="center", va="top", fontsize=9, color="0.25")
+        stop = "SciPy stops: 'converged'"
     bottom.annotate(stop, (len(seen), seen[-1]), textcoords="offset points", xytext=(10, 0), va="center",
                     fontsize=9, color=COLORS[1], fontweight="bold")
 
     def mark(ax: Any, style: str, color: str, **kw: Any) -> Any:
         return ax.plot([], [], style, color=color, **kw)[0]
 
-    top.legend([mark(top, "-o", COLORS[0], lw=2, ms=5), mark(top, "x", COLORS[0], ms=7, mew=1.5, alpha=0.5)],
-               ["accepted point (all on batch 1)", "rejected trial (normal)"], loc="upper right", fontsize=9)
+    top.legend([mark(top, "o", COLORS[0], ms=6), mark(top, "x", COLORS[0], ms=7, mew=1.5, alpha=0.5)],
+               ["accepted point (all on batch 1)", "rejected trial (same batch: normal)"], loc="upper right",
+               fontsize=9)
     handles = [mark(bottom, "o", COLORS[1], ms=6), mark(bottom, "x", COLORS[1], ms=7, mew=1.5, alpha=0.5)]
-    labels = ["accepted point (each on its own batch)", "rejected trial (normal)"]
+    labels = ["accepted point (each on its own batch)", "rejected trial (a different batch each)"]
     if same:
         handles.append(mark(bottom, "s", COLORS[1], mfc="white", mew=2, ms=9))
         labels.append("where SciPy stops")
     bottom.legend(handles, labels, loc="upper right", fontsize=9)
     top.set_title("Batch held: every evaluation reads batch 1, and the loss keeps falling", fontsize=11)
-    bottom.set_title("next() in the loss: evaluation k reads batch k, and SciPy stops early", fontsize=11)
+    bottom.set_title("next() in the loss: evaluation k reads batch k, so these losses cannot be compared",
+                     fontsize=11)
     last = max(len(values), len(seen))
     bottom.set_xlim(0.4, last + 0.6)
     bottom.set_xticks(range(1, last + 1))  # one tick per evaluation (column)
