@@ -1742,7 +1742,7 @@ def test_the_notebook_names_one_keep_best_and_no_helper_class_shares_a_copied_na
     arguments. Now the helper's is KeepBest, with the copied KeepBest's arguments."""
     assert not hasattr(V, "ValidateEvery")  # the arguments: test_the_notebooks_keep_best_takes_the_helpers_arguments
     assert ("`helpers.validation.KeepBest` takes the same arguments and adds sample weights, a loss per output, several "
-            "devices, and checks the first two rules listed after the run") in " ".join(notebook_markdown().split())
+            "devices, and refuses the two silent mistakes listed under the run below") in " ".join(notebook_markdown().split())
 
 
 def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_loss(tmp_path):
