@@ -575,7 +575,12 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     ring = back.lines[-1]  # round 25, third edit: a ring around the star, not a marker at the stop line
     assert list(ring.get_xdata()) == [20] and list(ring.get_ydata()) == [1.0]
     assert ring.get_marker() == "o" and ring.get_markerfacecolor() == "none" and ring.get_markersize() > best.get_markersize()
-    assert ring.get_label() == "restored after fit (1.000)"
+    assert ring.get_label().startswith("_")  # round 25, fourth edit: one legend entry for the star and its ring
+    entries = [t.get_text() for t in back.get_legend().get_texts()]
+    assert entries.count("best pass, its weights restored after fit (1.000)") == 1
+    assert not [e for e in entries if "kept" in e or e.startswith("restored")]  # no second entry for that point
+    (pair,) = [h for h, label in zip(*back.get_legend_handles_labels()) if "restored" in label]
+    assert pair is back.lines[1]  # the star's own line carries the label
     at_stop = [line for line in back.lines if line.get_marker() not in ("None", None, "")
                and 60 in list(line.get_xdata())]  # the only markers at the stop step: the passes themselves
     assert [line.get_label() for line in at_stop] == ["validation loss of each pass",

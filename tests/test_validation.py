@@ -914,6 +914,25 @@ def test_the_notebooks_steps_trace_twice_and_once_with_the_optional_lines():
     assert fast_step.experimental_get_tracing_count() == fast_sums.experimental_get_tracing_count() == 1
 
 
+def test_the_docs_signed_val_sums_traces_once_where_the_notebooks_traces_twice():
+    """docs/validation.md 'Tracing once (optional)' (the notebook's sentence under the loop's run links
+    there): the notebook's val_sums after a pass traces twice (full batches and the smaller last one);
+    the docs' block wraps its python_function with input_signature=val_ds.element_spec: one trace, the
+    same loss. Round 25, fourth edit: this left the notebook's cell for the docs."""
+    block = docs_block("Tracing once (optional)", number=1)
+    assert "signed = tf.function(val_sums.python_function, input_signature=val_ds.element_spec)" in block
+    assert block.rstrip().endswith("# 2 1")
+    _, val_sums = notebook_steps(make_model())
+    validation_loss = notebook_function("validation_loss")
+    before = validation_loss(val_ds(), val_sums)  # the loop's pass: batches of 8 and a last one of 6
+    printed = []
+    scope = {"tf": tf, "val_sums": val_sums, "val_ds": val_ds(), "validation_loss": validation_loss,
+             "print": lambda *args: printed.append(args)}
+    exec(compile(block, "docs:tracing-once", "exec"), scope)  # noqa: S102
+    assert printed == [(2, 1)]
+    assert float(validation_loss(val_ds(), scope["signed"])) == pytest.approx(float(before), rel=1e-6)
+
+
 def test_the_notebooks_pass_is_a_mean_over_examples_whatever_the_batch_size():
     train_and_validate = notebook_function("train_and_validate")
     model = make_model()
@@ -1723,7 +1742,7 @@ def test_the_notebook_names_one_keep_best_and_no_helper_class_shares_a_copied_na
     arguments. Now the helper's is KeepBest, with the copied KeepBest's arguments."""
     assert not hasattr(V, "ValidateEvery")  # the arguments: test_the_notebooks_keep_best_takes_the_helpers_arguments
     assert ("`helpers.validation.KeepBest` takes the same arguments and adds sample weights, a loss per output, several "
-            "devices, and checks the first two rules listed after the run") in " ".join(notebook_markdown().split())
+            "devices, and refuses the two silent mistakes listed under the run below") in " ".join(notebook_markdown().split())
 
 
 def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_loss(tmp_path):

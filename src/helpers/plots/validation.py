@@ -20,16 +20,19 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     after the best, the passes after the best are open red circles (the last one labelled with its
     value) and a dashed line at the last pass says where ``fit`` stopped. ``restored``: the loss of
     a pass on the weights ``fit`` left, a green ring around the star at ``(best_step, restored)``
-    (the best step's weights, put back; nothing is drawn at the stop line). Log y axis with plain
+    (the best step's weights, put back; nothing is drawn at the stop line); star and ring share one
+    legend entry. Log y axis with plain
     tick labels (the first pass is often far above the rest); the legend top right, left of the
     stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
-    >>> [text.get_text() for text in fig.axes[0].get_legend().get_texts()][::4]
-    ['validation loss of each pass', 'restored after fit (1.000)']
+    >>> [text.get_text() for text in fig.axes[0].get_legend().get_texts()][:2]
+    ['validation loss of each pass', 'best pass, its weights restored after fit (1.000)']
 
     Raises ValueError for an empty ``curve`` or a ``best_step`` that is not one of its steps.
     """
+    from matplotlib.legend_handler import HandlerTuple
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     if not curve:
@@ -43,8 +46,10 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     stopped = patience is not None and len(after) >= patience
     fig, ax = new_figure(width=9.0, height=3.8)
     ax.plot(steps, losses, marker="o", ms=5, color=COLORS[0], lw=1.4, zorder=2, label="validation loss of each pass")
-    ax.plot([best_step], [losses[best]], ls="none", marker="*", ms=20, color=COLORS[2], mec="white", mew=0.8,
-            zorder=4, label="the best pass: its weights are kept")
+    kept = ("the best pass: its weights are kept" if restored is None
+            else f"best pass, its weights restored after fit ({restored:.3f})")
+    (star,) = ax.plot([best_step], [losses[best]], ls="none", marker="*", ms=20, color=COLORS[2], mec="white",
+                      mew=0.8, zorder=4, label=kept)
     ax.axhline(losses[best], color=COLORS[2], lw=0.9, ls=":", zorder=1, label="_best")  # every other pass above it
     ax.annotate(f"best {losses[best]:.3f}", (0.005, losses[best]), xycoords=("axes fraction", "data"),
                 textcoords="offset points", xytext=(2, 3), ha="left", va="bottom", fontsize=9, color=COLORS[2])
@@ -60,7 +65,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     if restored is not None:  # a ring around the star: the best step's weights, put back after fit
         ax.plot([best_step], [restored], ls="none", marker="o", ms=26, mfc="none", mec=COLORS[2], mew=1.8,
-                zorder=4, label=f"restored after fit ({restored:.3f})")
+                zorder=4, label="_restored")  # one legend entry with the star: the same point
     span = max(steps[-1] - steps[0], 1)
     right = steps[-1] + 0.04 * span
     ax.set_yscale("log")
@@ -75,10 +80,12 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     ax.set_ylabel("validation loss (log scale)")
     # the legend top right, above the late passes and left of the stop line: clear of every marker
     anchor = ((steps[-1] - left) / (right - left) - 0.015, 1.0) if stopped else (1.0, 1.0)
-    legend = ax.legend(loc="upper right", bbox_to_anchor=anchor, fontsize=9, framealpha=0.95)
-    for handle in legend.legend_handles:
-        if handle.get_label().startswith("restored"):
-            handle.set_markersize(12)  # the ring, legend-sized
+    handles, labels = ax.get_legend_handles_labels()
+    if restored is not None:  # the star inside a legend-sized ring
+        handles[labels.index(kept)] = (star, Line2D([], [], ls="none", marker="o", ms=13, mfc="none",
+                                                    mec=COLORS[2], mew=1.5))
+    ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=1)}, loc="upper right",
+              bbox_to_anchor=anchor, fontsize=9, framealpha=0.95)
     if title:
         ax.set_title(title, fontsize=11)
     fig.tight_layout()
