@@ -612,7 +612,8 @@ def test_snapshot_step_order_shows_evaluate_sync_update_and_the_past_one_update_
     key = [text.get_text() for text in ax.get_legend().get_texts()]  # boxed and grey explained in the legend
     assert key[0].startswith(r"$\theta_t$: B's weights after t updates")
     assert key[1].startswith("boxed:") and key[2].startswith("grey:")
-    assert any(t.startswith("Synced in a Callback (after apply_gradients)") and "0 steps behind" in t for t in texts)
+    assert any(t.startswith("A Callback runs only before a step or after apply_gradients, never between them")
+               and "printed below" in t for t in texts)  # when a Callback runs; the result is the notebook's to print
     assert any(t.startswith("B's weights from before the update") for t in texts)  # what the sync copies
 
 

@@ -1729,8 +1729,9 @@ def test_the_notebooks_target_networks_label_stands_still_between_syncs_and_its_
 
 
 def test_the_notebooks_point_7_label_approaches_its_exact_value_with_a_target_network(nb):
-    # The Picture's text (round 23): point 7's target-network label "jumps closer after each sync", while without
-    # a copy it "overshoots and wanders"; "elsewhere the first labels can move away (point 0's, printed)". Start 0 as
+    # The Picture's text (round 23; round 25 says why point 7 is drawn): point 7's target-network label "closes in
+    # on the exact value" and "jumps closer" at each sync, while "the label without a copy passes it"; "at some
+    # points, as point 0, the first labels move away" (printed until round 25). Start 0 as
     # drawn. Point 7: the gap to the exact value never grows by more than 0.3 (seen 0.21) and ends below a tenth
     # of where it started (seen 4.6 -> 0.2); without a copy the label passes the exact value (seen 4.9 at its
     # lowest). Point 0: the target network's label moves away by more than 1 first (seen 1.35).
@@ -1885,9 +1886,9 @@ def test_the_notebooks_make_sync_refuses_models_never_built(nb):
 
 
 def test_the_notebooks_plain_loop_template_learns_as_its_target_learner_in_fit_does(nb, capsys):
-    # The notebook's "Adapt it to your model" cell (round 25), run as it stands after the notebook's "Run it":
-    # the plain loop with stop_gradient, make_sync and the every-10 tf.cond sync ends where TargetLearner's fit
-    # ends (seen 0.46 and 0.46), far below the start (2.28).
+    # The notebook's plain loop ("The loop (adapt it to your model)", round 25; the main example, before
+    # TargetLearner since round 25's second edit), run as it stands: the loop with stop_gradient, make_sync and
+    # the every-10 tf.cond sync ends where TargetLearner's fit ends (seen 0.46 and 0.46), far below the start (2.28).
     source = _notebook_source_of_cell("def train_step(x, x_next, r)")
     assert "tf.stop_gradient(target(x_next))" in source and "optimizer.iterations % 10 == 0" in source
     keras.utils.set_random_seed(0)
@@ -1903,5 +1904,59 @@ def test_the_notebooks_plain_loop_template_learns_as_its_target_learner_in_fit_d
     capsys.readouterr()
     exec(compile(source, NOTEBOOK, "exec"), scope)  # noqa: S102 - our notebook
     loop, fit = scope["rms_error"](scope["model"]), scope["rms_error"](value)
-    assert capsys.readouterr().out.startswith("RMS error after 200 steps: ")
+    assert capsys.readouterr().out.startswith("RMS error: 2.28 before, ")
     assert loop < 0.6 and abs(loop - fit) < 0.05
+    assert not scope["target"].trainable_variables  # the loop's copy is frozen, as TargetLearner's
+
+
+def test_the_notebooks_target_learner_freezes_its_copy_and_without_one_trains_the_network_itself(nb):
+    # Round 25, second edit: TargetLearner freezes the copy it is given (as the loop and WithPastB do) and syncs it
+    # once (it starts equal); TargetLearner(value) takes the labels from value itself and trains it.
+    keras.utils.set_random_seed(0)
+    value, target = nb["ValueNet"](32), nb["ValueNet"](32)
+    value(nb["states"]), target(nb["states"][:1])
+    learner = nb["TargetLearner"](value, target)
+    assert not target.trainable and not target.trainable_variables and len(value.trainable_variables) == 6
+    assert all(np.array_equal(v.numpy(), t.numpy()) for v, t in zip(value.variables, target.variables))
+    alone = nb["TargetLearner"](value)
+    assert alone.target is value and value.trainable
+    before = [v.numpy() for v in value.variables]
+    alone.compile(optimizer=keras.optimizers.SGD(0.02, momentum=0.9))
+    alone.fit(tf.data.Dataset.from_tensors((nb["states"], nb["next_states"], nb["rewards"])).repeat(3),
+              shuffle=False, verbose=0)
+    assert not any(np.array_equal(b, v.numpy()) for b, v in zip(before, value.variables))
+
+
+def test_a_target_network_synced_in_a_callback_every_10_steps_takes_the_same_weights_one_step_earlier(nb):
+    # The notebook's Proof (2) and docs/snapshots.md "When a callback will do" (round 25, second edit): a
+    # callback at on_train_batch_end with (batch + 1) % 10 == 0 copies theta_10 as the in-step sync of step 10
+    # does (after step 10's labels), so the copy is used one step earlier; the runs then differ a little and end
+    # within 0.05 (seen 0.45 and 0.46). set_weights(get_weights()) in the callback gives the same run as make_sync.
+    proof = _notebook_source_of_cell("(batch + 1) % 10 == 0")
+    assert "sync=lambda: None" in proof and "abs(rms_error(value_cb) - rms_error(model)) < 0.05" in proof
+    data = tf.data.Dataset.from_tensors((nb["states"], nb["next_states"], nb["rewards"]))
+    error = lambda net: np.sqrt(np.mean((net(nb["states"]).numpy() - nb["exact_values"]) ** 2))
+
+    def run(how, steps=200):
+        keras.utils.set_random_seed(0)
+        value, target = nb["ValueNet"](32), nb["ValueNet"](32)
+        value(nb["states"]), target(nb["states"][:1])
+        copies, callbacks = [], []
+        if how == "step":
+            learner = nb["TargetLearner"](value, target)
+            keep = lambda batch, logs: copies.append(target.variables[0].numpy()) if batch % 10 == 0 else None
+        else:
+            learner = nb["TargetLearner"](value, target, sync=lambda: None)
+            sync = nb["make_sync"](value, target) if how == "make_sync" else (
+                lambda: target.set_weights(value.get_weights()))
+            keep = lambda batch, logs: (sync(), copies.append(target.variables[0].numpy())) if (batch + 1) % 10 == 0 else None
+        callbacks = [keras.callbacks.LambdaCallback(on_train_batch_end=keep)]
+        learner.compile(optimizer=keras.optimizers.SGD(0.02, momentum=0.9))
+        learner.fit(data.repeat(steps), shuffle=False, verbose=0, callbacks=callbacks)
+        return error(value), copies, [v.numpy() for v in value.variables]
+
+    in_step, by_callback, by_set_weights = run("step"), run("make_sync"), run("set_weights")
+    np.testing.assert_array_equal(in_step[1][1], by_callback[1][0])  # theta_10: the same first sync
+    assert not np.array_equal(in_step[2][0], by_callback[2][0])  # used one step earlier: the runs differ
+    assert abs(in_step[0] - by_callback[0]) < 0.05 and by_callback[0] < 0.6
+    assert all(np.array_equal(a, b) for a, b in zip(by_callback[2], by_set_weights[2]))

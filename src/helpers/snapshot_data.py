@@ -64,8 +64,8 @@ def record_run(make_learner: Callable[[Any, Any], Any], make_network: Callable[[
 
     ``make_network()`` builds the value network, ``make_learner(value, target)`` the ``keras.Model``
     whose ``fit`` trains it (the notebook's ``TargetLearner``). With ``with_copy`` the target is a
-    second ``make_network()``; without, ``target`` *is* ``value`` (the labels come from the trained
-    network itself). Both are built by one call before the learner is made (``keras.utils.set_random_seed(seed)``
+    second ``make_network()``; without, the learner is given ``target=None`` and the labels come from
+    the trained network itself (recorded as ``value``'s). Both are built by one call before the learner is made (``keras.utils.set_random_seed(seed)``
     first, so a seed gives the same start). The learner is compiled with ``make_optimizer()``
     (default ``SGD(0.02, momentum=0.9)``, as the notebook's run) and fit for ``steps`` steps, each on
     all the points of ``data`` (default :func:`ring`). Before each step a callback records:
@@ -85,7 +85,7 @@ def record_run(make_learner: Callable[[Any, Any], Any], make_network: Callable[[
     value(data.states)
     target = make_network() if with_copy else value
     target(data.states[:1])
-    learner = make_learner(value, target)
+    learner = make_learner(value, target if with_copy else None)
     learner.compile(optimizer=make_optimizer() if make_optimizer else keras.optimizers.SGD(0.02, momentum=0.9))
     errors: list[float] = []
     labels: list[np.ndarray] = []

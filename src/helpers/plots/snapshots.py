@@ -76,7 +76,8 @@ def snapshot_step_order() -> Any:
     starts equal, as there is no earlier B). Under the sync, a note says what past B holds then:
     B's weights from before the update, and BatchNorm's moving statistics as this step's evaluation (B
     with ``training=True``) left them. What a call changes is boxed, the rest grey; the legend says both. A
-    boxed note says what a sync in a Callback (after ``apply_gradients``) gives instead: 0 steps behind.
+    boxed note says when a Callback runs (before a step or after ``apply_gradients``, never between them),
+    without stating the result: the notebook prints it.
 
     >>> fig = snapshot_step_order()
     >>> calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
@@ -119,8 +120,8 @@ def snapshot_step_order() -> Any:
            Line2D([], [], ls="none", marker=r"$\theta$", ms=9, color="grey", label="grey: unchanged by this call")]
     ax.legend(handles=key, loc="lower left", bbox_to_anchor=(0.0, 0.1), ncol=3, fontsize=9, frameon=False,
               handlelength=1.0, handletextpad=0.3, columnspacing=2.0)
-    ax.text(-3.0, -0.6, "Synced in a Callback (after apply_gradients), past B ends each step equal to B: "
-            "0 steps behind at the next evaluation (printed below).", ha="left", va="center", fontsize=10,
+    ax.text(-3.0, -0.6, "A Callback runs only before a step or after apply_gradients, never between them: "
+            "what that gives past B is printed below.", ha="left", va="center", fontsize=10,
             bbox={"boxstyle": "round,pad=0.4", "fc": "#fff4e5", "ec": COLORS[3]})
     ax.set_xlim(-3.0, 9.7)
     ax.set_ylim(-0.85, 3.55)
