@@ -613,7 +613,8 @@ def test_snapshot_step_order_shows_evaluate_sync_update_and_the_past_one_update_
     assert key[0].startswith(r"$\theta_t$: B's weights after t updates")
     assert key[1].startswith("boxed:") and key[2].startswith("grey:")
     assert any(t.startswith("A Callback runs only before a step or after apply_gradients, never between them")
-               and "printed below" in t for t in texts)  # when a Callback runs; the result is the notebook's to print
+               and t.endswith("its sync leaves past B equal to B, not one update behind.")
+               and "below" not in t for t in texts)  # self-contained: the notebook's Callback cell prints the same
     assert any(t.startswith("B's weights from before the update") for t in texts)  # what the sync copies
 
 

@@ -911,7 +911,7 @@ def _from_docs(scope):
 def nb():
     scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "ValueNet",
                            "TargetLearner", "points", "angles", "states", "next_states", "rewards", "moves",
-                           "exact_values", "make_soft_sync", "soft_learner")
+                           "exact_values", "make_soft_sync", "SoftLearner")
     scope = _from_docs(scope)
     scope["make_models"] = lambda seed=0: _make_models(scope, seed)
     scope["value_errors"] = lambda *args, **kwargs: _value_errors(scope, *args, **kwargs)
@@ -920,8 +920,10 @@ def nb():
 
 def _value_errors(nb, with_copy, seed=0, steps=200, make_learner=None, make_optimizer=None):
     """The notebook's Picture run (``value_errors`` in the notebook until round 25, now
-    ``snapshot_data.record_run`` with the notebook's ``TargetLearner`` and ``ValueNet(32)``): (errors, labels)."""
-    return snapshot_data.record_run(make_learner or nb["TargetLearner"], lambda: nb["ValueNet"](32), with_copy,
+    ``snapshot_data.record_run`` with the notebook's ``TargetLearner`` and ``ValueNet(32)``; without a copy
+    ``snapshot_data.no_copy_learner``, as the notebook's Picture since round 25's third edit): (errors, labels)."""
+    make_learner = make_learner or (nb["TargetLearner"] if with_copy else snapshot_data.no_copy_learner)
+    return snapshot_data.record_run(make_learner, lambda: nb["ValueNet"](32), with_copy,
                                     seed=seed, steps=steps, make_optimizer=make_optimizer)
 
 
@@ -1720,7 +1722,7 @@ def test_the_notebooks_target_networks_label_stands_still_between_syncs_and_its_
     # changes in steps 11 and 21 only; without a copy in every step; the soft copy's in every step by small amounts.
     hard = np.array(nb["value_errors"](True, steps=25)[1])
     alone = np.array(nb["value_errors"](False, steps=25)[1])
-    soft = np.array(nb["value_errors"](True, steps=25, make_learner=nb["soft_learner"])[1])
+    soft = np.array(nb["value_errors"](True, steps=25, make_learner=nb["SoftLearner"])[1])
     assert hard.shape == alone.shape == soft.shape == (25, 32)
     assert list(np.flatnonzero(np.any(np.diff(hard, axis=0) != 0, axis=1)) + 1) == [11, 21]
     assert np.all(np.diff(hard, axis=0)[[10, 20]] != 0)  # at a sync every point's label moves
@@ -1798,10 +1800,10 @@ def test_without_momentum_the_run_without_a_copy_settles_too(nb, seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_the_notebooks_soft_copy_falls_smoothly_and_ends_below_the_network_alone(nb, seed):
     # The notebook's Picture (round 19): "With either copy the error falls steadily ... the soft copy's smoothly".
-    # value_errors(True, seed, make_learner=soft_learner): make_soft_sync (tau = 0.1) at every step. It never climbs back (largest rise < 0.05;
+    # value_errors(True, seed, make_learner=SoftLearner): make_soft_sync (tau = 0.1) at every step. It never climbs back (largest rise < 0.05;
     # seen <= 0.004), its 20-step averages always fall, and it ends lower than the run without a copy (seen 0.43-0.47
     # against 0.95-1.6), near the target network's (seen 0.43-0.66).
-    soft = np.array(nb["value_errors"](True, seed, make_learner=nb["soft_learner"])[0])
+    soft = np.array(nb["value_errors"](True, seed, make_learner=nb["SoftLearner"])[0])
     alone = np.array(nb["value_errors"](False, seed)[0])
     assert soft.size == 200 and _largest_rise(soft) < 0.05
     assert np.all(np.diff(soft.reshape(10, 20).mean(axis=1)) < 0)
@@ -1909,22 +1911,43 @@ def test_the_notebooks_plain_loop_template_learns_as_its_target_learner_in_fit_d
     assert not scope["target"].trainable_variables  # the loop's copy is frozen, as TargetLearner's
 
 
-def test_the_notebooks_target_learner_freezes_its_copy_and_without_one_trains_the_network_itself(nb):
+def test_the_notebooks_target_learner_freezes_its_copy_and_the_no_copy_baseline_is_its_step_on_its_own_labels(nb):
     # Round 25, second edit: TargetLearner freezes the copy it is given (as the loop and WithPastB do) and syncs it
-    # once (it starts equal); TargetLearner(value) takes the labels from value itself and trains it.
-    keras.utils.set_random_seed(0)
-    value, target = nb["ValueNet"](32), nb["ValueNet"](32)
-    value(nb["states"]), target(nb["states"][:1])
+    # once (it starts equal). Third edit: the target is required (no `target=None` mode); the Picture's baseline
+    # without a copy is snapshot_data.no_copy_learner(value): "the same step, labels from the network itself".
+    # Checked: from one start, its 3 steps give exactly the weights of TargetLearner's step with the target
+    # swapped for the trained network and no sync (what TargetLearner(value) did until the third edit).
+    def start():
+        keras.utils.set_random_seed(0)
+        value, target = nb["ValueNet"](32), nb["ValueNet"](32)
+        value(nb["states"]), target(nb["states"][:1])
+        return value, target
+
+    value, target = start()
     learner = nb["TargetLearner"](value, target)
     assert not target.trainable and not target.trainable_variables and len(value.trainable_variables) == 6
     assert all(np.array_equal(v.numpy(), t.numpy()) for v, t in zip(value.variables, target.variables))
-    alone = nb["TargetLearner"](value)
-    assert alone.target is value and value.trainable
-    before = [v.numpy() for v in value.variables]
-    alone.compile(optimizer=keras.optimizers.SGD(0.02, momentum=0.9))
-    alone.fit(tf.data.Dataset.from_tensors((nb["states"], nb["next_states"], nb["rewards"])).repeat(3),
-              shuffle=False, verbose=0)
-    assert not any(np.array_equal(b, v.numpy()) for b, v in zip(before, value.variables))
+    with pytest.raises(TypeError):
+        nb["TargetLearner"](value)  # a target is required
+    data = tf.data.Dataset.from_tensors((nb["states"], nb["next_states"], nb["rewards"])).repeat(3)
+    runs = []
+    for make in ("baseline", "target learner on its own labels"):
+        value, target = start()
+        if make == "baseline":
+            learner = snapshot_data.no_copy_learner(value)
+        else:
+            learner = nb["TargetLearner"](value, target)
+            learner.target, learner.sync_target = value, (lambda: None)
+            value.trainable = True
+        before = [v.numpy() for v in value.variables]
+        learner.compile(optimizer=keras.optimizers.SGD(0.02, momentum=0.9))
+        learner.fit(data, shuffle=False, verbose=0)
+        assert value.trainable and not any(np.array_equal(b, v.numpy()) for b, v in zip(before, value.variables))
+        runs.append([v.numpy() for v in value.variables])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="no target"):
+        snapshot_data.no_copy_learner(value, target)
 
 
 def test_a_target_network_synced_in_a_callback_every_10_steps_takes_the_same_weights_one_step_earlier(nb):
@@ -1933,7 +1956,7 @@ def test_a_target_network_synced_in_a_callback_every_10_steps_takes_the_same_wei
     # does (after step 10's labels), so the copy is used one step earlier; the runs then differ a little and end
     # within 0.05 (seen 0.45 and 0.46). set_weights(get_weights()) in the callback gives the same run as make_sync.
     proof = _notebook_source_of_cell("(batch + 1) % 10 == 0")
-    assert "sync=lambda: None" in proof and "abs(rms_error(value_cb) - rms_error(model)) < 0.05" in proof
+    assert "learner_cb.sync_target = lambda: None" in proof and "abs(rms_error(value_cb) - rms_error(model)) < 0.05" in proof
     data = tf.data.Dataset.from_tensors((nb["states"], nb["next_states"], nb["rewards"]))
     error = lambda net: np.sqrt(np.mean((net(nb["states"]).numpy() - nb["exact_values"]) ** 2))
 
@@ -1946,7 +1969,8 @@ def test_a_target_network_synced_in_a_callback_every_10_steps_takes_the_same_wei
             learner = nb["TargetLearner"](value, target)
             keep = lambda batch, logs: copies.append(target.variables[0].numpy()) if batch % 10 == 0 else None
         else:
-            learner = nb["TargetLearner"](value, target, sync=lambda: None)
+            learner = nb["TargetLearner"](value, target)
+            learner.sync_target = lambda: None  # no sync in the step, as the notebook's Proof (2)
             sync = nb["make_sync"](value, target) if how == "make_sync" else (
                 lambda: target.set_weights(value.get_weights()))
             keep = lambda batch, logs: (sync(), copies.append(target.variables[0].numpy())) if (batch + 1) % 10 == 0 else None

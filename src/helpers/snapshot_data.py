@@ -14,7 +14,7 @@ import numpy as np
 
 from helpers.arguments import require_int
 
-__all__ = ["Ring", "ring", "record_run"]
+__all__ = ["Ring", "ring", "record_run", "no_copy_learner"]
 
 
 class Ring(NamedTuple):
@@ -57,6 +57,34 @@ def ring(points: int = 32, gamma: float = 0.9, seed: int = 0) -> Ring:
     return Ring(states, next_states, rewards, values, float(gamma))
 
 
+def no_copy_learner(value: Any, target: None = None, gamma: float = 0.9) -> Any:
+    """The baseline of notebook 05's Picture: a ``keras.Model`` whose ``fit`` trains ``value`` with the step of
+    the notebook's ``TargetLearner``, but with the labels from ``value`` itself, ``reward + gamma *
+    value(next point)``: no copy, no sync. ``target`` must be None (how :func:`record_run` calls it without
+    a copy). The step is TensorFlow's (``tf.GradientTape``)."""
+    import keras
+    import tensorflow as tf
+
+    if target is not None:
+        raise ValueError("no_copy_learner takes no target: its labels come from the trained network itself")
+
+    class NoCopyLearner(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.value = value
+
+        def train_step(self, data: Any) -> dict[str, Any]:
+            states, next_states, rewards = data
+            with tf.GradientTape() as tape:
+                labels = rewards + gamma * tf.stop_gradient(self.value(next_states))
+                loss = tf.reduce_mean(tf.square(labels - self.value(states, training=True)))
+            grads = tape.gradient(loss, self.value.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.value.trainable_variables))
+            return {"loss": loss}
+
+    return NoCopyLearner()
+
+
 def record_run(make_learner: Callable[[Any, Any], Any], make_network: Callable[[], Any], with_copy: bool, *,
                seed: int = 0, steps: int = 200, make_optimizer: Callable[[], Any] | None = None,
                data: Ring | None = None) -> tuple[list[float], list[np.ndarray]]:
@@ -64,8 +92,8 @@ def record_run(make_learner: Callable[[Any, Any], Any], make_network: Callable[[
 
     ``make_network()`` builds the value network, ``make_learner(value, target)`` the ``keras.Model``
     whose ``fit`` trains it (the notebook's ``TargetLearner``). With ``with_copy`` the target is a
-    second ``make_network()``; without, the learner is given ``target=None`` and the labels come from
-    the trained network itself (recorded as ``value``'s). Both are built by one call before the learner is made (``keras.utils.set_random_seed(seed)``
+    second ``make_network()``; without, the learner is given ``target=None`` (as :func:`no_copy_learner`
+    takes it) and the labels come from the trained network itself (recorded as ``value``'s). Both are built by one call before the learner is made (``keras.utils.set_random_seed(seed)``
     first, so a seed gives the same start). The learner is compiled with ``make_optimizer()``
     (default ``SGD(0.02, momentum=0.9)``, as the notebook's run) and fit for ``steps`` steps, each on
     all the points of ``data`` (default :func:`ring`). Before each step a callback records:

@@ -76,8 +76,9 @@ def snapshot_step_order() -> Any:
     starts equal, as there is no earlier B). Under the sync, a note says what past B holds then:
     B's weights from before the update, and BatchNorm's moving statistics as this step's evaluation (B
     with ``training=True``) left them. What a call changes is boxed, the rest grey; the legend says both. A
-    boxed note says when a Callback runs (before a step or after ``apply_gradients``, never between them),
-    without stating the result: the notebook prints it.
+    boxed note says when a Callback runs (before a step or after ``apply_gradients``, never between them)
+    and what that gives, self-contained: its sync leaves past B equal to B (the notebook's Callback cell
+    prints the same, measured).
 
     >>> fig = snapshot_step_order()
     >>> calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
@@ -121,7 +122,7 @@ def snapshot_step_order() -> Any:
     ax.legend(handles=key, loc="lower left", bbox_to_anchor=(0.0, 0.1), ncol=3, fontsize=9, frameon=False,
               handlelength=1.0, handletextpad=0.3, columnspacing=2.0)
     ax.text(-3.0, -0.6, "A Callback runs only before a step or after apply_gradients, never between them: "
-            "what that gives past B is printed below.", ha="left", va="center", fontsize=10,
+            "its sync leaves past B equal to B, not one update behind.", ha="left", va="center", fontsize=10,
             bbox={"boxstyle": "round,pad=0.4", "fc": "#fff4e5", "ec": COLORS[3]})
     ax.set_xlim(-3.0, 9.7)
     ax.set_ylim(-0.85, 3.55)
