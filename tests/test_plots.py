@@ -673,7 +673,10 @@ def test_snapshot_step_order_shows_evaluate_sync_update_and_the_past_one_update_
     key = [text.get_text() for text in ax.get_legend().get_texts()]  # boxed and grey explained in the legend
     assert key[0].startswith(r"$\theta_t$: B's weights after t updates")
     assert key[1].startswith("boxed:") and key[2].startswith("grey:")
-    assert any(t.startswith("Synced before the evaluation instead") and "0 steps behind" in t for t in texts)
+    assert any(t.startswith("A Callback runs only before a step or after apply_gradients, never between them")
+               and t.endswith("its sync leaves past B equal to B, not one update behind.")
+               and "below" not in t for t in texts)  # self-contained: the notebook's Callback cell prints the same
+    assert any(t.startswith("B's weights from before the update") for t in texts)  # what the sync copies
 
 
 def test_snapshot_targets_draws_each_start_thin_their_mean_thick_and_ticks_at_the_syncs():
@@ -717,7 +720,7 @@ def test_snapshot_targets_draws_each_start_thin_their_mean_thick_and_ticks_at_th
         plots.snapshot_targets(runs, syncs=("hard copy", 0))
 
 
-def test_snapshot_labels_draws_each_run_as_steps_with_the_exact_value_and_ticks_at_the_syncs():
+def test_snapshot_labels_draws_the_synced_run_as_steps_the_others_as_lines_with_the_exact_value_and_ticks():
     import numpy as np
     import pytest
 
@@ -726,7 +729,8 @@ def test_snapshot_labels_draws_each_run_as_steps_with_the_exact_value_and_ticks_
     ax = fig.axes[0]
     lines = ax.get_lines()
     assert [line.get_label() for line in lines[:2]] == list(labels)
-    assert lines[0].get_drawstyle() == "steps-post"  # a label holds for its whole step
+    assert lines[1].get_drawstyle() == "steps-post"  # the synced run's label holds between syncs: a staircase
+    assert lines[0].get_drawstyle() == "default"  # any other run: a plain line (the staircase is the copy's alone)
     np.testing.assert_array_equal(lines[1].get_ydata(), labels["hard copy"])
     assert lines[2].get_label() == "exact value of point 0" and lines[2].get_linestyle() == "--"
     assert list(lines[2].get_ydata()) == [1.5, 1.5]

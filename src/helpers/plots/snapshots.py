@@ -73,10 +73,12 @@ def snapshot_step_order() -> Any:
     B. (``tape.gradient``, between the evaluation and the sync, changes neither row, so it has no
     column.) Each column shows which weights a row holds after that call (θ_t: B's weights after t
     updates, so step t starts from θ_t); past B holds θ_{t−1} at the evaluation, θ_0 in step 0 (the copy
-    starts equal, as there is no earlier B). Under the sync, a note says exactly what past B holds then:
-    B's weights at the start of step t, and BatchNorm's moving statistics as this step's forward pass (B
+    starts equal, as there is no earlier B). Under the sync, a note says what past B holds then:
+    B's weights from before the update, and BatchNorm's moving statistics as this step's evaluation (B
     with ``training=True``) left them. What a call changes is boxed, the rest grey; the legend says both. A
-    boxed note says why the sync must not come before the evaluation.
+    boxed note says when a Callback runs (before a step or after ``apply_gradients``, never between them)
+    and what that gives, self-contained: its sync leaves past B equal to B (the notebook's Callback cell
+    prints the same, measured).
 
     >>> fig = snapshot_step_order()
     >>> calls = ("evaluate", "tape.gradient", "sync()", "apply_gradients")
@@ -105,9 +107,8 @@ def snapshot_step_order() -> Any:
     ax.annotate("", xy=(3.0, 1.13), xytext=(3.0, 1.77), arrowprops={"arrowstyle": "-|>", "lw": 1.5})
     ax.text(0.0, 0.5, "in step 0: $\\theta_0$\n(the copy starts equal:\nthere is no earlier B)", ha="center", va="center",
             fontsize=8.5, color="#555555", linespacing=1.25)
-    ax.text(3.0, 0.37, "exactly: B's weights at the start of step t,\nand BatchNorm's statistics after this step's\n"
-            "forward pass (B ran with training=True)", ha="center", va="center", fontsize=8.5, color="#333333",
-            linespacing=1.25)
+    ax.text(3.0, 0.37, "B's weights from before the update\n(BatchNorm's statistics: as this\nstep's evaluation left them)",
+            ha="center", va="center", fontsize=8.5, color="#333333", linespacing=1.25)
     ax.text(8.4, 0.5, "one update behind B", ha="center", va="center", fontsize=9, fontweight="bold",
             color=COLORS[3])
     ax.plot([7.0, 7.0], [0.3, 3.15], color="grey", lw=0.8, ls="--")
@@ -120,8 +121,8 @@ def snapshot_step_order() -> Any:
            Line2D([], [], ls="none", marker=r"$\theta$", ms=9, color="grey", label="grey: unchanged by this call")]
     ax.legend(handles=key, loc="lower left", bbox_to_anchor=(0.0, 0.1), ncol=3, fontsize=9, frameon=False,
               handlelength=1.0, handletextpad=0.3, columnspacing=2.0)
-    ax.text(-3.0, -0.6, "Synced before the evaluation instead, past B would equal B in every step "
-            "(0 steps behind), not only in step 0.", ha="left", va="center", fontsize=10,
+    ax.text(-3.0, -0.6, "A Callback runs only before a step or after apply_gradients, never between them: "
+            "its sync leaves past B equal to B, not one update behind.", ha="left", va="center", fontsize=10,
             bbox={"boxstyle": "round,pad=0.4", "fc": "#fff4e5", "ec": COLORS[3]})
     ax.set_xlim(-3.0, 9.7)
     ax.set_ylim(-0.85, 3.55)
@@ -196,7 +197,8 @@ def snapshot_labels(labels: dict[str, Any], *, exact: float, syncs: tuple[str, i
     stand still and a network's own labels move.
 
     ``labels`` maps a run's name to the label of point ``point`` at steps 0, 1, 2, ... (the label step t
-    trains on). Each run is drawn as steps (a label holds for its whole step), in the colours
+    trains on). The run named in ``syncs`` is drawn as steps (its label holds between syncs: the
+    staircase is the target network's), every other run as a plain line, in the colours
     :func:`snapshot_targets` gives the same runs in the same order. ``exact`` (the point's exact value,
     which the labels should approach) is a dashed grey line. ``syncs = (name, every)`` marks with ticks
     along the bottom, in that run's colour, the steps 0, ``every``, ``2 every``, ... in which the run
@@ -223,7 +225,10 @@ def snapshot_labels(labels: dict[str, Any], *, exact: float, syncs: tuple[str, i
     fig, ax = new_figure(width=9.0, height=4.6)
     for k, (name, curve) in enumerate(curves.items()):
         curve = curve[:shown]
-        ax.step(np.arange(curve.size), curve, where="post", color=COLORS[k], lw=2.0, label=name)
+        if syncs is not None and name == syncs[0]:  # its label holds between syncs: a staircase
+            ax.step(np.arange(curve.size), curve, where="post", color=COLORS[k], lw=2.0, label=name)
+        else:
+            ax.plot(np.arange(curve.size), curve, color=COLORS[k], lw=2.0, label=name)
     ax.axhline(float(exact), color="grey", ls="--", lw=1.2, label=f"exact value of point {point}")
     low = min(float(exact), *(float(c[:shown].min()) for c in curves.values()))
     high = max(float(exact), *(float(c[:shown].max()) for c in curves.values()))
