@@ -373,6 +373,8 @@ def test_reading_losses_draws_the_stateful_model_two_ways_and_the_plain_baseline
                      "plain LSTM\n(stateful=False),\ntrained as usual"]
     texts = [t.get_text() for t in ax.texts]
     assert texts[:3] == ["1.83", "2.00", "1.99"]  # every bar labelled
+    # round 25 (two readers): inside the bars' tops, "2.00" and "1.99" sat on the dashed 1.83 line; now above each bar
+    assert all(label.xyann[1] > 0 and label.get_color() == "black" for label in ax.texts[:3])
     assert texts[3] == "1.83: the state\ncarried, as trained"  # the dashed line says what it is
     # round 23 (a reader): from 0 the 0.16-nat gap looked tiny, and a wider gap before the grey bar meant nothing.
     # Now a double arrow beside the baseline's bar spans the gap, labelled; the bars are evenly spaced
@@ -451,7 +453,13 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
     fig = plots.step_predictions([3200, 3201, 3202], [20.0, 20.5, 21.0], [20.1, 20.4, 21.3], reset=[19.0, 19.1, 19.2])
     (ax,) = fig.axes
     assert [line.get_label() for line in ax.lines][2] == "the same, state reset before each call"
-    assert ax.lines[2].get_linestyle() == ":" and "reset, the dotted one does not" in ax.get_title()
+    assert ax.lines[2].get_linestyle() == ":"
+    # round 25, second round (two readers: a reset before each call fed single minutes, which training never did;
+    # the notebook's baseline is now each minute's last 10 minutes from a zero state, labelled by the caller), and
+    # the y axis says the temperatures are scaled
+    fig = plots.step_predictions([0, 1], [1.0, 2.0], [1.0, 2.0], reset=[1.0, 1.5], reset_label="last 10 minutes only")
+    (ax,) = fig.axes
+    assert ax.lines[2].get_label() == "last 10 minutes only" and "scaled" in ax.get_ylabel()
     with pytest.raises(ValueError, match="same length"):
         plots.step_predictions([0, 1], [1.0, 2.0], [1.0, 2.0], reset=[1.0])
 
