@@ -1188,12 +1188,13 @@ def test_the_notebooks_builders_return_the_batches_in_one_pass_and_no_cell_count
 
 
 def _notebook_rows_follow():
-    """Copy 4's check, rows_follow(dataset, x, batch_size): its two lines (``rows = ...``, ``in_order = ...``) run on
-    any dataset. Until round 25's third edit a function, rows_follow, in a check cell of its own (two readers: "a
-    cell that checks things I can't use"); now folded into copy 4's output."""
-    recipe = _notebook_cell("def room_model(")
-    lines = [line for line in recipe.splitlines() if line.startswith(("rows = np.concatenate(", "in_order = all("))]
-    assert len(lines) == 2, lines
+    """Copy 4's check, rows_follow(dataset, x, batch_size): its three lines (``stretch = ...``, ``read = ...``,
+    ``in_order = ...``) run on any dataset. Until round 25's third edit a function, rows_follow, in a check cell of its
+    own (two readers: "a cell that checks things I can't use"); then folded into copy 4; since round 25's fourth edit
+    (two readers: "copy 4 should be a short template") in the cell after copy 4, which says what copy 4 built."""
+    check = _notebook_cell("in_order = all(")
+    lines = [line for line in check.splitlines() if line.startswith(("stretch = ", "read = np.concatenate(", "in_order = all("))]
+    assert len(lines) == 3, lines
     code = compile("\n".join(lines), "copy 4's check", "exec")
 
     def rows_follow(dataset, x, batch_size):
@@ -1204,8 +1205,8 @@ def _notebook_rows_follow():
 
 
 def test_the_notebooks_rows_follow_is_true_for_the_builders_and_false_when_the_rows_break():
-    # Copy 4 prints "each row reads its stretch of x in order": row s of the batches, read in order, is the s-th
-    # stretch of x. True for the builder on several layouts (text and a series with features); False for the obvious
+    # The cell after copy 4 prints "row s of the batches reads x from minute s * 400 on, in order": row s of the
+    # batches, read in order, is the s-th stretch of x. True for the builder on several layouts (text and a series with features); False for the obvious
     # cut, for shuffled batches, and for rows in another order.
     ptb_dataset = notebook_function("stateful_dataset")
     series_dataset = notebook_series_dataset()
@@ -1238,7 +1239,8 @@ def test_the_notebooks_gradienttape_block_after_copy_4_resets_where_fit_does(cap
 
     cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
     copy4 = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "# copy 4 of 4" in c.source)
-    note = cells[copy4 + 1].source
+    # the first markdown cell after copy 4 (round 25's fourth edit put the cell that checks copy 4 between them)
+    note = next(c.source for c in cells[copy4 + 1:] if c.cell_type == "markdown")
     block = note[note.index("```python\n") + 10:note.index("\n```", note.index("```python\n"))]
     assert len(block.splitlines()) <= 8 and "reset_stateful(model)" in block and "train_step(" in block
     scope = _room_recipe_scope()

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from helpers.plots._style import COLORS, new_figure
+from helpers.plots._style import COLORS, apply_style, new_figure
 
 __all__ = ["ptb_grid", "reading_losses", "series_groups", "step_predictions"]
 
@@ -119,9 +119,10 @@ def ptb_grid(layout: Any) -> Any:
             "(y: the same, shifted by one)", size=9.5)
     # the next pass: every row reads its own first window again, from a reset state
     blue, blue_ink = _BATCH_COLORS[0]
-    for s in range(b):
-        ax.annotate("", xy=(next_left - 0.05, s * _PITCH + 0.5), xytext=(length + 0.05, s * _PITCH + 0.5),
-                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14})
+    for s in range(b):  # round 25 (two readers): from the middle of the last cell read, over the cells never read
+        ax.annotate("", xy=(next_left - 0.05, s * _PITCH + 0.5), xytext=(last_target - 0.5, s * _PITCH + _LANE),
+                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14,
+                                "connectionstyle": "arc3,rad=-0.35", "shrinkA": 0})
         box(next_left, s * _PITCH + 0.08, next_width, 0.84, blue, blue_ink,
             f"{s * length}–{s * length + n - 1}", size=10, style="--")
     ax.text(next_left + next_width / 2, band + band_height / 2, f"the next pass,\nbatch {passes}: "
@@ -292,25 +293,40 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
 
 def step_predictions(minutes: Any, measured: Any, predicted: Any, reset: Any = None,
                      reset_label: str = "the same, state reset before each call") -> Any:
-    """One line chart: a series as measured (black) and as predicted one step at a time (dashed, red).
+    """A series as measured (black) and as predicted one step at a time (dashed, red).
 
     Given ``reset`` (the same model's predictions without the state carried from the start, e.g. each one from a
-    zero state over a short window), a dotted grey line shows them too, labelled ``reset_label``. The temperatures
-    are in the simulation's scaled units (the y axis says so).
+    zero state over a short window), a dotted grey line shows them too, labelled ``reset_label``, and a second panel
+    below shows each method's absolute error at every step, so that where they differ is seen at a glance. The
+    temperatures are in the simulation's scaled units (the y axis says so).
 
     >>> fig = step_predictions([0, 1, 2], [1.0, 2.0, 3.0], [1.1, 1.9, 3.2])
     >>> [line.get_label() for line in fig.axes[0].lines]
     ['measured', 'predicted, one minute at a time']
     """
+    import matplotlib.pyplot as plt
+
     minutes, measured, predicted = (np.asarray(a, dtype=float) for a in (minutes, measured, predicted))
     if not len(minutes) == len(measured) == len(predicted) or (reset is not None and len(reset) != len(minutes)):
         raise ValueError("minutes, measured, predicted (and reset) must have the same length")
-    fig, ax = new_figure(width=8.0, height=3.4)
+    if reset is None:
+        fig, ax = new_figure(width=8.0, height=3.4)
+    else:  # round 25, fourth edit (two readers): the dashed and dotted lines overlapped; their errors, below, do not
+        apply_style()
+        fig, (ax, err) = plt.subplots(2, 1, figsize=(8.0, 5.4), sharex=True, height_ratios=(3, 2))
     ax.plot(minutes, measured, color="black", linewidth=2.0, label="measured")
     ax.plot(minutes, predicted, color=COLORS[1], linewidth=2.0, linestyle="--", label="predicted, one minute at a time")
     if reset is not None:  # round 25 (two readers): a good fit alone does not prove the state; the baseline shows
-        ax.plot(minutes, np.asarray(reset, dtype=float), color="0.45", linewidth=2.0, linestyle=":", label=reset_label)
-    ax.set(xlabel="minute", ylabel="room temperature\n(scaled units)")
+        reset = np.asarray(reset, dtype=float)
+        ax.plot(minutes, reset, color="0.45", linewidth=2.0, linestyle=":", label=reset_label)
+        err.plot(minutes, np.abs(predicted - measured), color=COLORS[1], linewidth=1.8, label="state carried")
+        err.plot(minutes, np.abs(reset - measured), color="0.45", linewidth=1.8, linestyle=":", label=reset_label)
+        err.set(xlabel="minute", ylabel="absolute error\n(scaled units)", ylim=(0, None))
+        err.set_title("the error of each method at every minute: lower is better", fontsize=10)
+        err.legend(loc="best", fontsize=8.5)
+    else:
+        ax.set(xlabel="minute")
+    ax.set(ylabel="room temperature\n(scaled units)")
     # what to see (a reader): the dashed line follows the black one although each call reads one minute only
     title = (f"{len(minutes)} new minutes, one call each: the state carries every earlier minute\n"
              "into the next prediction, so the dashed line follows the measured one")
