@@ -1187,24 +1187,79 @@ def test_the_notebooks_builders_return_the_batches_in_one_pass_and_no_cell_count
     assert not any("StatefulResets(len(" in cell or "ForgetsTrainingState(len(" in cell for cell in cells)
 
 
+def _notebook_rows_follow():
+    """Copy 4's check, rows_follow(dataset, x, batch_size): its three lines (``stretch = ...``, ``read = ...``,
+    ``in_order = ...``) run on any dataset. Until round 25's third edit a function, rows_follow, in a check cell of its
+    own (two readers: "a cell that checks things I can't use"); then folded into copy 4; since round 25's fourth edit
+    (two readers: "copy 4 should be a short template") in the cell after copy 4, which says what copy 4 built."""
+    check = _notebook_cell("in_order = all(")
+    lines = [line for line in check.splitlines() if line.startswith(("stretch = ", "read = np.concatenate(", "in_order = all("))]
+    assert len(lines) == 3, lines
+    code = compile("\n".join(lines), "copy 4's check", "exec")
+
+    def rows_follow(dataset, x, batch_size):
+        scope = {"np": np, "train": dataset, "x": x, "BATCH_SIZE": batch_size}
+        exec(code, scope)  # noqa: S102 - our own notebook
+        return scope["in_order"]
+    return rows_follow
+
+
 def test_the_notebooks_rows_follow_is_true_for_the_builders_and_false_when_the_rows_break():
-    # The check after the recipe prints rows_follow(train, x): row s of the batches, read in order, is the s-th stretch of x.
-    # True for both builders on several layouts (text and a series with features); False for the obvious cut, for
-    # shuffled batches, and for rows in another order.
+    # The cell after copy 4 prints "row s of the batches reads x from minute s * 400 on, in order": row s of the
+    # batches, read in order, is the s-th stretch of x. True for the builder on several layouts (text and a series with features); False for the obvious
+    # cut, for shuffled batches, and for rows in another order.
     ptb_dataset = notebook_function("stateful_dataset")
     series_dataset = notebook_series_dataset()
-    rows_follow = notebook_function("rows_follow")
+    rows_follow = _notebook_rows_follow()
     for n, batch_size, num_steps in [(70, 4, 5), (97, 3, 7), (1000, 8, 10), (31, 1, 29)]:
         ids = np.random.default_rng(n).integers(0, 50, size=n)
-        assert rows_follow(ptb_dataset(ids, batch_size, num_steps)[0], ids)
+        assert rows_follow(ptb_dataset(ids, batch_size, num_steps)[0], ids, batch_size)
         x = np.random.default_rng(n).normal(size=(n, 3)).astype("float32")
-        assert rows_follow(series_dataset(x, x[:, :1], batch_size, num_steps)[0], x)
+        assert rows_follow(series_dataset(x, x[:, :1], batch_size, num_steps)[0], x, batch_size)
     positions = np.arange(70)
     obvious = tf.data.Dataset.from_tensor_slices(positions).batch(5, drop_remainder=True).batch(4, drop_remainder=True)
-    assert not rows_follow(obvious.map(lambda x: (x, x)), positions)
+    assert not rows_follow(obvious.map(lambda x: (x, x)), positions, 4)
     dataset, _ = ptb_dataset(positions, 4, 5)
-    assert not rows_follow(dataset.skip(1).concatenate(dataset.take(1)), positions)  # batches 1, 2, 0
-    assert not rows_follow(dataset.map(lambda x, y: (tf.reverse(x, [0]), y)), positions)
+    assert not rows_follow(dataset.skip(1).concatenate(dataset.take(1)), positions, 4)  # batches 1, 2, 0
+    assert not rows_follow(dataset.map(lambda x, y: (tf.reverse(x, [0]), y)), positions, 4)
+    # the rest of the old check cell (round 25's third edit took it out): copy 1 on the grid's 70 tokens gives the
+    # three NumPy lines' batches and targets (its equality with batching.ptb_batches: the test above this one's)
+    xs, ys = [np.stack(part) for part in zip(*dataset.as_numpy_iterator())]
+    assert np.array_equal(xs, positions[:68].reshape(4, 17)[:, :15].reshape(4, 3, 5).swapaxes(0, 1))
+    assert np.array_equal(ys, positions[:68].reshape(4, 17)[:, 1:16].reshape(4, 3, 5).swapaxes(0, 1))
+
+
+def test_the_notebooks_gradienttape_block_after_copy_4_resets_where_fit_does(capsys):
+    # Round 25, third edit (a reader: "where does the reset go in a custom loop?"): a markdown block after copy 4
+    # shows the loop's resets. Run with the docs loop's model, optimizer and train_step, it ends with the weights of
+    # copy 4's fit (with StatefulResets); without the reset at a pass's start, other weights.
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    copy4 = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "# copy 4 of 4" in c.source)
+    # the first markdown cell after copy 4 (round 25's fourth edit put the cell that checks copy 4 between them)
+    note = next(c.source for c in cells[copy4 + 1:] if c.cell_type == "markdown")
+    block = note[note.index("```python\n") + 10:note.index("\n```", note.index("```python\n"))]
+    assert len(block.splitlines()) <= 8 and "reset_stateful(model)" in block and "train_step(" in block
+    scope = _room_recipe_scope()
+    docs = _docs_block("### One pass per Keras epoch, as the recipe")
+    setup = docs[:docs.index("for epoch in range(3):")]  # the model (seed 0), optimizer, loss and train_step
+    pass_start = "    reset_stateful(model)                    # where the rows start again"
+    assert pass_start in block
+
+    def weights_after(code):
+        run = dict(scope)
+        exec(compile(setup, "setup", "exec"), run)  # noqa: S102 - our own docs
+        run["model"] = run["looped"]
+        exec(compile(code, "the notebook's block", "exec"), run)  # noqa: S102 - our own notebook
+        return run["model"].get_weights()
+
+    same = weights_after(block)
+    assert max(np.abs(a - b).max() for a, b in zip(same, scope["trained"].get_weights())) < 1e-6
+    other = weights_after(block.replace(pass_start, "    pass"))
+    assert max(np.abs(a - b).max() for a, b in zip(other, scope["trained"].get_weights())) > 1e-4
 
 
 @pytest.mark.parametrize("steps_per_epoch", [2, 3, 5])
@@ -1384,7 +1439,7 @@ def _room_recipe_scope():
              "StatefulResets": notebook_function("StatefulResets", *_STATEFUL_HELPERS),
              "reset_stateful": notebook_function("reset_stateful", "stateful_layers"),
              "state_variables": notebook_function("state_variables", "stateful_layers"),
-             "stateful_dataset": notebook_function("stateful_dataset"), "rows_follow": notebook_function("rows_follow")}
+             "stateful_dataset": notebook_function("stateful_dataset")}
     scope["features"], scope["temperature"] = batching.room_series()
     recipe = _notebook_cell("def room_model(")  # copy 4 of 4; it sets NUM_STEPS = 10 (40 batches per pass)
     assert "\nNUM_STEPS = 10 " in recipe and "\nBATCH_SIZE = 8 " in recipe
@@ -1473,6 +1528,7 @@ def _many_series_scope():
     exec(compile(_notebook_cell("groups = [by_length[i:i + 4]"), "three lines", "exec"), scope)  # noqa: S102
     plt.close("all")
     exec(compile(_notebook_cell("def grouped_stateful_dataset("), "copy 5", "exec"), scope)  # noqa: S102 - ours
+    exec(compile(_notebook_cell("class GroupResets("), "copy 6", "exec"), scope)  # noqa: S102 - ours
     return scope
 
 
@@ -1531,23 +1587,29 @@ def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_r
                        "batch 4: rows read series [3, 7, 5, 1], steps 5-9",
                        "batch 5: rows read series [3, 7, 5, 1], steps 10-14",
                        "batch 6: rows read series [3, 7, 5, 1], steps 15-19",
-                       "resets before batches [0, 3]; cutting drops 10 of 158 steps"]
+                       "resets before batches [0, 3] of each pass",
+                       "cutting each group to its shortest drops 10 of 158 steps"]
     cut = sum(len(series_list[i]) - min(len(series_list[j]) for j in by_length[4 * g:4 * g + 4])
               for g in range(2) for i in by_length[4 * g:4 * g + 4])
     assert cut == 10 and sum(map(len, series_list)) == 158  # counted again, group by group
-    assert scope["resets"].resets == {0, 3}
+    assert scope["resets"].group_starts == {0, 3}
     # in a real fit over the groups, two epochs: a zero state at each group's first batch and only there; copy 3
     # itself (an int: one pass of 7) resets at 0 and 7 only
     data = scope["many_series"].map(lambda x, y: (tf.cast(x[..., None], "float32") / 800,
                                                   tf.cast(y[..., None], "float32") / 800))
     assert _zero_state_batches(data, scope["GroupResets"](scope["batches_per_group"]))[0] == [0, 3, 7, 10]
     assert _zero_state_batches(data, scope["StatefulResets"](7))[0] == [0, 7]
-    code = _notebook_cell("def grouped_stateful_dataset(")
+    # round 25, third edit (a reader: make copy 5 a first-class recipe): the dataset (copy 5) and the resets (copy 6)
+    # are two cells, each at most 25 lines, without helper calls
+    dataset_code, code = _notebook_cell("def grouped_stateful_dataset("), _notebook_cell("class GroupResets(")
+    assert "class GroupResets(" not in dataset_code and re.search(r"^# copy 6", code, re.M)
+    assert all(len(c.strip().splitlines()) <= 25 and not re.search(r"\b(helpers|batching|plots|tf1)\.", c)
+               for c in (dataset_code, code))
     assert issubclass(scope["GroupResets"], scope["StatefulResets"]) and "on_test_begin" not in code  # copy 3's
     # round 25 (a reader): GroupResets passed sum(pass_lengths) as "windows_per_row"; copy 3's argument is now
     # batches_per_pass (one pass over the data: windows_per_row for one stream, every group's pass here)
     assert scope["GroupResets"]([3, 4]).batches_per_pass == 7 and "windows_per_row=" not in code
-    assert re.search(r"^# copy 5", code, re.M) and not re.search(r"\b(helpers|batching|plots|tf1)\.", code)
+    assert re.search(r"^# copy 5", dataset_code, re.M)
 
 
 def test_the_notebooks_grouped_dataset_on_series_of_three_lengths_with_features_trains_with_resets_per_group():
@@ -1577,6 +1639,21 @@ def test_the_notebooks_grouped_dataset_on_series_of_three_lengths_with_features_
     zero, losses = _zero_state_batches(dataset, scope["GroupResets"](batches_per_group), features=2, epochs=3)
     assert zero == [0, 4, 10, 19, 23, 29, 38, 42, 48]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    # round 25, third edit (a reader: series with their own targets, e.g. sensors): y=, a list of target series,
+    # as copy 1's y: y[i][t] is the target of series i at step t, cut and joined as the series are
+    targets = [np.cumsum(one[:, :1], axis=0) for one in series_list]
+    dataset, batches_per_group = scope["grouped_stateful_dataset"](series_list, 4, 5, y=targets)
+    assert batches_per_group == [21 // 5, 33 // 5, 48 // 5] == [4, 6, 9]
+    batches = [(bx.numpy(), by.numpy()) for bx, by in dataset]
+    assert batches[0][1].shape == (4, 5, 1)
+    first = 0
+    for g, count in enumerate(batches_per_group):
+        xs = np.concatenate([bx for bx, _ in batches[first:first + count]], axis=1)
+        ys = np.concatenate([by for _, by in batches[first:first + count]], axis=1)
+        for s in range(4):
+            i = by_length[4 * g + s]
+            assert np.array_equal(xs[s], series_list[i][:5 * count]) and np.array_equal(ys[s], targets[i][:5 * count])
+        first += count
 
 
 def test_the_fables_state_runs_across_the_joins_between_fables_inside_the_rows():

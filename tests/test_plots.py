@@ -302,7 +302,10 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     # the next pass: an arrow from the end of every row (not one row) into what it reads next, its own window 0
     jumps = [a for a in arrows if a.xy[0] > 17]
     assert sorted(a.xy[1] for a in jumps) == pytest.approx([top + 0.5 for top in rows])
-    assert all(a.xyann[0] > 16.9 for a in jumps)
+    # round 25 (two readers: "the arrow seems to come from the crossed-out, never-read cell"): it starts at the middle
+    # of the row's last cell read (token 14 of row 0), on its top edge, and arches over the cells never read
+    assert all(a.xyann[0] == 14.5 and a.xyann[1] < a.xy[1] for a in jumps)
+    assert all("arc3" in str(a.arrow_patch.get_connectionstyle().__class__).lower() for a in jumps)
     assert {"0–4", "17–21", "34–38", "51–55"} <= set(labels)
     # says when it happens; round 23 (a reader): not "with repeat=True", which the notebook introduces later
     assert "the next pass,\nbatch 3: window 0 again:\nreset the state" in labels
@@ -363,6 +366,8 @@ def test_reading_losses_draws_the_stateful_model_two_ways_and_the_plain_baseline
                      "plain LSTM\n(stateful=False),\ntrained as usual"]
     texts = [t.get_text() for t in ax.texts]
     assert texts[:3] == ["1.83", "2.00", "1.99"]  # every bar labelled
+    # round 25 (two readers): inside the bars' tops, "2.00" and "1.99" sat on the dashed 1.83 line; now above each bar
+    assert all(label.xyann[1] > 0 and label.get_color() == "black" for label in ax.texts[:3])
     assert texts[3] == "1.83: the state\ncarried, as trained"  # the dashed line says what it is
     # round 23 (a reader): from 0 the 0.16-nat gap looked tiny, and a wider gap before the grey bar meant nothing.
     # Now a double arrow beside the baseline's bar spans the gap, labelled; the bars are evenly spaced
@@ -439,9 +444,22 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
         plots.step_predictions([0, 1], [1.0], [1.0, 2.0])
     # round 25 (two readers: "could be a good model without any state"): the same model reset before each call
     fig = plots.step_predictions([3200, 3201, 3202], [20.0, 20.5, 21.0], [20.1, 20.4, 21.3], reset=[19.0, 19.1, 19.2])
-    (ax,) = fig.axes
+    ax, err = fig.axes
     assert [line.get_label() for line in ax.lines][2] == "the same, state reset before each call"
-    assert ax.lines[2].get_linestyle() == ":" and "reset, the dotted one does not" in ax.get_title()
+    assert ax.lines[2].get_linestyle() == ":"
+    # round 25, fourth edit (two readers: the dashed and dotted lines overlap for most of the plot): a panel below
+    # draws each method's absolute error at every minute, the state carried solid red, the baseline dotted grey
+    carried, baseline = err.lines
+    assert np.allclose(carried.get_ydata(), [0.1, 0.1, 0.3]) and np.allclose(baseline.get_ydata(), [1.0, 1.4, 1.8])
+    assert carried.get_label() == "state carried" and baseline.get_linestyle() == ":"
+    assert err.get_xlabel() == "minute" and "absolute error" in err.get_ylabel() and err.get_ylim()[0] == 0
+    # round 25, second round (two readers: a reset before each call fed single minutes, which training never did;
+    # the notebook's baseline is now each minute's last 10 minutes from a zero state, labelled by the caller), and
+    # the y axis says the temperatures are scaled
+    fig = plots.step_predictions([0, 1], [1.0, 2.0], [1.0, 2.0], reset=[1.0, 1.5], reset_label="last 10 minutes only")
+    ax, err = fig.axes
+    assert ax.lines[2].get_label() == "last 10 minutes only" and "scaled" in ax.get_ylabel()
+    assert err.lines[1].get_label() == "last 10 minutes only" and "scaled" in err.get_ylabel()
     with pytest.raises(ValueError, match="same length"):
         plots.step_predictions([0, 1], [1.0, 2.0], [1.0, 2.0], reset=[1.0])
 

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from helpers.plots._style import COLORS, new_figure
+from helpers.plots._style import COLORS, apply_style, new_figure
 
 __all__ = ["ptb_grid", "reading_losses", "series_groups", "step_predictions"]
 
@@ -119,9 +119,10 @@ def ptb_grid(layout: Any) -> Any:
             "(y: the same, shifted by one)", size=9.5)
     # the next pass: every row reads its own first window again, from a reset state
     blue, blue_ink = _BATCH_COLORS[0]
-    for s in range(b):
-        ax.annotate("", xy=(next_left - 0.05, s * _PITCH + 0.5), xytext=(length + 0.05, s * _PITCH + 0.5),
-                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14})
+    for s in range(b):  # round 25 (two readers): from the middle of the last cell read, over the cells never read
+        ax.annotate("", xy=(next_left - 0.05, s * _PITCH + 0.5), xytext=(last_target - 0.5, s * _PITCH + _LANE),
+                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14,
+                                "connectionstyle": "arc3,rad=-0.35", "shrinkA": 0})
         box(next_left, s * _PITCH + 0.08, next_width, 0.84, blue, blue_ink,
             f"{s * length}–{s * length + n - 1}", size=10, style="--")
     ax.text(next_left + next_width / 2, band + band_height / 2, f"the next pass,\nbatch {passes}: "
@@ -168,7 +169,8 @@ def reading_losses(losses: Mapping[str, float], uniform: float | None = None) ->
     state reset before every batch) and ``"plain"`` (the same layers with ``stateful=False``, trained the
     usual way: the baseline). The stateful model's two bars are blue, the baseline's grey, each labelled
     with its value. The y axis starts at 0 (a reader found an axis from 1.6 exaggerated the gaps); a dashed
-    line at the "carried" bar's height, labelled with its value (each bar's value inside its top), shows the gap to the other two at a glance;
+    line at the "carried" bar's height, labelled with its value (each bar's value just above its top, clear of the
+    line), shows the gap to the other two at a glance;
     a double arrow beside the baseline's bar marks the gap, labelled in nats. The bars are evenly spaced.
     The one-line title states the gain of the carried state over the baseline. Given ``uniform`` (the loss of a
     uniform guess, ln of the vocabulary size), a dotted line at that height, labelled, gives the gap a scale.
@@ -188,8 +190,8 @@ def reading_losses(losses: Mapping[str, float], uniform: float | None = None) ->
     colors = [COLORS[0], COLORS[0], "#8c8c8c"]
     top = max([*losses.values(), uniform or 0.0])
     bars = ax.bar(positions, [losses[way] for way in ways], 0.7, color=colors)
-    # the values inside the bars' tops, so the dashed line never crosses one
-    ax.bar_label(bars, labels=[f"{losses[way]:.2f}" for way in ways], padding=-16, color="white")
+    # the values just above the bars' tops: inside them, the dashed line at the carried loss crossed two (round 25)
+    ax.bar_label(bars, labels=[f"{losses[way]:.2f}" for way in ways], padding=3, color="black")
     ax.axhline(losses["carried"], color="black", linestyle="--", linewidth=1.2, zorder=3)
     ax.text(positions[-1] + 0.55, losses["carried"] - 0.04, f"{losses['carried']:.2f}: the state\ncarried, as trained",
             ha="left", va="top", fontsize=9)
@@ -289,31 +291,45 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
     return fig
 
 
-def step_predictions(minutes: Any, measured: Any, predicted: Any, reset: Any = None) -> Any:
-    """One line chart: a series as measured (black) and as predicted one step at a time (dashed, red).
+def step_predictions(minutes: Any, measured: Any, predicted: Any, reset: Any = None,
+                     reset_label: str = "the same, state reset before each call") -> Any:
+    """A series as measured (black) and as predicted one step at a time (dashed, red).
 
-    Given ``reset`` (the same model's predictions with its state reset before each call), a dotted grey line shows
-    them too: the model without what the state carries.
+    Given ``reset`` (the same model's predictions without the state carried from the start, e.g. each one from a
+    zero state over a short window), a dotted grey line shows them too, labelled ``reset_label``, and a second panel
+    below shows each method's absolute error at every step, so that where they differ is seen at a glance. The
+    temperatures are in the simulation's scaled units (the y axis says so).
 
     >>> fig = step_predictions([0, 1, 2], [1.0, 2.0, 3.0], [1.1, 1.9, 3.2])
     >>> [line.get_label() for line in fig.axes[0].lines]
     ['measured', 'predicted, one minute at a time']
     """
+    import matplotlib.pyplot as plt
+
     minutes, measured, predicted = (np.asarray(a, dtype=float) for a in (minutes, measured, predicted))
     if not len(minutes) == len(measured) == len(predicted) or (reset is not None and len(reset) != len(minutes)):
         raise ValueError("minutes, measured, predicted (and reset) must have the same length")
-    fig, ax = new_figure(width=8.0, height=3.4)
+    if reset is None:
+        fig, ax = new_figure(width=8.0, height=3.4)
+    else:  # round 25, fourth edit (two readers): the dashed and dotted lines overlapped; their errors, below, do not
+        apply_style()
+        fig, (ax, err) = plt.subplots(2, 1, figsize=(8.0, 5.4), sharex=True, height_ratios=(3, 2))
     ax.plot(minutes, measured, color="black", linewidth=2.0, label="measured")
     ax.plot(minutes, predicted, color=COLORS[1], linewidth=2.0, linestyle="--", label="predicted, one minute at a time")
-    if reset is not None:  # round 25 (two readers): a good fit alone does not prove the state; without it, this
-        ax.plot(minutes, np.asarray(reset, dtype=float), color="0.45", linewidth=2.0, linestyle=":",
-                label="the same, state reset before each call")
-    ax.set(xlabel="minute", ylabel="room temperature")
+    if reset is not None:  # round 25 (two readers): a good fit alone does not prove the state; the baseline shows
+        reset = np.asarray(reset, dtype=float)
+        ax.plot(minutes, reset, color="0.45", linewidth=2.0, linestyle=":", label=reset_label)
+        err.plot(minutes, np.abs(predicted - measured), color=COLORS[1], linewidth=1.8, label="state carried")
+        err.plot(minutes, np.abs(reset - measured), color="0.45", linewidth=1.8, linestyle=":", label=reset_label)
+        err.set(xlabel="minute", ylabel="absolute error\n(scaled units)", ylim=(0, None))
+        err.set_title("the error of each method at every minute: lower is better", fontsize=10)
+        err.legend(loc="best", fontsize=8.5)
+    else:
+        ax.set(xlabel="minute")
+    ax.set(ylabel="room temperature\n(scaled units)")
     # what to see (a reader): the dashed line follows the black one although each call reads one minute only
     title = (f"{len(minutes)} new minutes, one call each: the state carries every earlier minute\n"
              "into the next prediction, so the dashed line follows the measured one")
-    if reset is not None:
-        title += "; reset, the dotted one does not"
     ax.set_title(title, fontsize=10.5)
     ax.legend(loc="best", fontsize=9)
     fig.tight_layout()
