@@ -90,11 +90,10 @@ def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_s
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     bottom = fig.axes[1]
     label = bottom.texts[-1]
-    assert label.get_text() == "SciPy stops: 'converged'" and np.allclose(label.xy, [5, 8.1])
-    same = [t for t in bottom.texts if t.get_text() == "same weights as evaluation 3"]
-    assert len(same) == 1 and same[0].xy[0] == 4  # under the middle of evaluations 3 and 5
-    (bracket_x, _), = _lines(bottom, ":")  # a thin dotted bracket from evaluation 3 down, across, up to 5
-    assert bracket_x == [3, 3, 5, 5]
+    # round 25: the stop said in plain words next to the square (no dotted "bracket" to decode)
+    assert label.get_text() == "same weights as 3, re-read on batch 5:\nno lower, so SciPy stops: 'converged'"
+    assert np.allclose(label.xy, [5, 8.1])
+    assert _lines(bottom, ":") == [] and not [t for t in bottom.texts if "bracket" in t.get_text()]
     assert not [t for t in bottom.texts if t.arrow_patch is not None]  # no arrow to decode
     marks = _marks(bottom)  # the stop is an open square, not an accepted dot
     assert marks["s"] == [5] and 5 not in marks["o"] and 3 in marks["o"]
@@ -103,6 +102,18 @@ def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_s
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     assert fig.axes[1].texts[-1].get_text() == "stops after 5: 'converged'" and "s" not in _marks(fig.axes[1])
     assert _lines(fig.axes[1], ":") == [] and "same weights" not in " ".join(t.get_text() for t in fig.axes[1].texts)
+
+
+def test_held_vs_leaky_writes_each_runs_loss_on_all_the_data_on_its_panel():
+    fig = plots.held_vs_leaky([133.0, 430.0, 3.6], [3], [133.0, 258.0, 2.0], [3], all_data_losses=(2.582, 6.112))
+    top, bottom = fig.axes
+    assert [t.get_text() for t in top.texts][-1] == "at its end, loss on all the data: 2.58"
+    assert [t.get_text() for t in bottom.texts][-1] == "at its end, loss on all the data: 6.11"
+    assert top.get_ylabel() == bottom.get_ylabel() == "loss on the batch it read\n(not all the data)"
+    fig = plots.held_vs_leaky([133.0, 430.0, 3.6], [3], [133.0, 258.0, 2.0], [3])  # not given: nothing written
+    assert not [t for ax in fig.axes for t in ax.texts if "all the data" in t.get_text()]
+    with pytest.raises(ValueError, match="two positive, finite losses"):
+        plots.held_vs_leaky([133.0], [], [133.0], [], all_data_losses=(2.5, float("nan")))
 
 
 def test_held_vs_leaky_says_the_held_run_stopped_at_its_cap_not_by_converging():
