@@ -1,4 +1,5 @@
 import gc
+import re
 import textwrap
 import warnings
 import weakref
@@ -1002,16 +1003,15 @@ def _docs_train_large_batches():
 
 def _notebook_accumulating_model(class_name="Accumulating"):
     """A fresh ``Accumulating`` class (or ``MinimalAccumulating``) from the notebook's cell (fresh: Keras
-    rewrites a Model subclass's bases the first time it is built from inputs and outputs)."""
+    rewrites a Model subclass's bases the first time it is built from inputs and outputs). The cell alone, with
+    only np, tf and keras: since round 25 the version to copy is self-contained, and every test of it shows so."""
     import linecache
 
     scope = {"np": np, "tf": tf, "keras": keras}
-    # Accumulating derives from MinimalAccumulating (its __init__): the notebook runs both cells, in this order
-    for defining in dict.fromkeys(["MinimalAccumulating", class_name]):
-        source = _notebook_cell(defining)
-        name = f"<{NB}:{defining}>"  # AutoGraph reads the source, as it reads a notebook cell's from IPython
-        linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
-        exec(compile(source, name, "exec"), scope)  # noqa: S102
+    source = _notebook_cell(class_name)
+    name = f"<{NB}:{class_name}>"  # AutoGraph reads the source, as it reads a notebook cell's from IPython
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+    exec(compile(source, name, "exec"), scope)  # noqa: S102
     return scope[class_name]
 
 
@@ -1177,7 +1177,7 @@ def test_chi_square_two_passes_equal_the_whole_batch_gradient():
 
 def test_notebook_minimal_train_step_equals_fit_eagerly_and_fails_without_lines_two_and_three():
     # the notebook's MinimalAccumulating (the technique only), run by fit(run_eagerly=True): fit's weights on batches
-    # 12, 12, 6 in micro-batches of 5, 5, 2 and 5, 1, with Adam and an L2 penalty. Without line (2) History's loss
+    # 12, 12, 6 in micro-batches of 5, 5, 2 and 5, 1, with Adam and an L2 penalty. Without the loss tracker's line History's loss
     # reads 0 (the tracker is never updated); without (3), compile(metrics=[...]) stops fit (its metrics never built)
     x, y = _data(30)
     Minimal = _notebook_accumulating_model("MinimalAccumulating")
@@ -1206,32 +1206,46 @@ def test_notebook_minimal_train_step_equals_fit_eagerly_and_fails_without_lines_
     assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
 
 
-def test_notebook_staged_cell_prints_each_failure_and_the_table_quotes_it():
-    # the cell after MinimalAccumulating runs it eagerly (fit's weights; History's loss 0: no line (2)), compiled (no
-    # line (1)) and with a metric (no line (3)); its committed output, line by line, and the table before Accumulating
-    # quotes each error's first sentence and both losses exactly as printed, so the table cannot drift from the run
-    import nbformat
+def test_docs_minimal_class_run_prints_each_failure_and_the_table_quotes_it():
+    # docs/accumulation.md, "The minimal class without the extra lines" (the notebook's cells 11-13 until round 23):
+    # its block runs MinimalAccumulating eagerly (fit's weights; History's loss 0: no loss tracker), compiled (no
+    # @tf.function) and with a metric (no compute_metrics). Run here on the notebook's own cells (the data,
+    # make_model, the class); its output, line by line, is the text the page shows, and the page's table quotes each
+    # error's first sentence and both losses exactly as printed, so neither can drift from the run
+    import contextlib
+    import io
+    import re
 
     from tests.notebook_answers import ROOT
 
-    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    [cell] = [c for c in cells if c.cell_type == "code" and "minimal = MinimalAccumulating(" in c.source]
-    assert "def " not in cell.source and len(cell.source.splitlines()) <= 12  # plain: no helper of its own
-    printed = "".join(o.get("text", "") for o in cell.outputs).splitlines()
+    docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
+    section = docs.split("\n## The minimal class without the extra lines\n")[1].split("\n## ")[0]
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "minimal = MinimalAccumulating(" in b]
+    [shown] = re.findall(r"```text\n(.*?)```", section, re.S)
+    scope = {"np": np, "tf": tf, "keras": keras}  # the notebook's imports
+    exec(compile(_notebook_cell("make_model"), "<make_model>", "exec"), scope)  # noqa: S102
+    scope["MinimalAccumulating"] = _notebook_accumulating_model("MinimalAccumulating")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(block, "docs/accumulation.md:minimal", "exec"), scope)  # noqa: S102
     no_tf_function = "OperatorNotAllowedInGraphError: Iterating over a symbolic `tf.Tensor` is not allowed."
     no_metrics = "ValueError: Cannot get result() since the metric has not yet been built."
-    assert printed == ["run eagerly: the weights of fit's step: True",
-                       "run eagerly: History's loss 0.0000 (expected: nothing records it); fit's 1.3424",
-                       f"compiled, as fit runs by default: expected error: {no_tf_function}",
-                       f"with metrics=['mae']: expected error: {no_metrics}"], printed
-    # round 23 (fourth pass): the markdown right before it says that a loss of 0 and two errors are expected
-    before = " ".join(_notebook_markdown_around("MinimalAccumulating")[1].split())
-    assert "three ways" in before and "two errors are expected" in before, before
-    table = _notebook_markdown_around("Accumulating")[0]
-    rows = {line[2:5]: line for line in table.splitlines() if line.startswith("| (")}  # one source line a row
-    assert f"``{no_tf_function}``" in rows["(1)"] and "the cell above" in rows["(1)"], rows["(1)"]
-    assert "History's loss stays 0.0000 (`fit`'s: 1.3424)" in rows["(2)"] and "the cell above" in rows["(2)"]
-    assert f"`{no_metrics}`" in rows["(3)"] and "the cell above" in rows["(3)"], rows["(3)"]
+    lines = ["run eagerly: the weights of fit's step: True",
+             "run eagerly: History's loss 0.0000; fit's 1.3424",
+             f"compiled, as fit runs by default: {no_tf_function}",
+             f"with metrics=['mae']: {no_metrics}"]
+    assert printed.getvalue().splitlines() == lines, printed.getvalue()
+    assert shown.splitlines() == lines, shown
+    rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| `")}
+    assert f"``{no_tf_function}``" in rows["`@tf.function`"] and "AutoGraph" in rows["`@tf.function`"]
+    assert "History's loss stays 0.0000 (`fit`'s: 1.3424)" in rows["`loss_tracker.update_state(...)`"]
+    assert f"`{no_metrics}`" in rows["`self.compute_metrics(...)`"]
+    assert "5, 5 and 2 count as 15" in rows["`self.supports_jit = False`"]
+    assert "(#xla-counts-a-short-micro-batch-as-full)" in rows["`self.supports_jit = False`"]
+    assert "(#one-micro-batch-at-a-time)" in rows["`set_loop_options(parallel_iterations=1)`"]
+    this = Path(__file__).read_text(encoding="utf-8")
+    for name in re.findall(r"`(test_\w+)`", section):  # the tests the section names exist
+        assert f"def {name}(" in this, name
 
 
 def _notebook_markdown_around(defining):
@@ -1258,65 +1272,56 @@ def _code_lines(source):
     return lines
 
 
-def test_notebook_accumulating_is_the_minimal_class_plus_numbered_lines_and_lines_tagged_plus():
-    # the notebook: MinimalAccumulating is the technique (a tape per micro-batch, n_k / N, one update) with one line of
-    # Keras, (4) supports_jit = False in __init__; Accumulating is it plus fit's lines (1)-(5) and the lines tagged
-    # "+" (dict inputs, sample weights, mixed precision, several GPUs); every other line of it is the minimal class's.
-    # The table before it explains (1)-(5), (4) with the XLA miscount (5, 5 and 2 as 15) linked to docs/accumulation.md
-    import nbformat
-
+def test_notebook_the_version_to_copy_is_one_class_with_a_reason_beside_each_extra_line():
+    # round 25 (two readers): "the version to copy" is one self-contained class, pasteable as is (its own __init__
+    # with micro_size and supports_jit = False; no base class of the notebook's), and every line that
+    # MinimalAccumulating (the technique, to read) lacks has a plain comment beside it saying what it is for or what
+    # goes wrong without it, in the words the runs print (docs/accumulation.md runs the minimal class without them).
+    # No forward references: no (1)-(5) tags, no table before it
     from tests.notebook_answers import ROOT
 
     minimal_source = _notebook_cell("MinimalAccumulating")
     minimal = _code_lines(minimal_source)
     full_source = _notebook_cell("Accumulating")
     full = _code_lines(full_source)
-    assert minimal["self.supports_jit = False"].startswith("(4)")
-    assert minimal_source.index("self.supports_jit = False") < minimal_source.index("def train_step")  # in __init__
     assert "@tf.function" not in minimal_source and "set_loop_options" not in minimal_source
     assert "loss_tracker" not in minimal_source and "compute_metrics" not in minimal_source
-    numbered = {c for c in minimal if c.startswith(("super().__init__", "self.micro_size", "self.supports_jit"))}
-    technique = {c for c in minimal if c not in numbered and not c.startswith("def ")}
+    assert "supports_jit" not in minimal_source  # the technique only
+    technique = {c for c in minimal if not c.startswith(("def ", "super().__init__", "self.micro_size"))}
     assert any("GradientTape" in c for c in technique) and any("n_k / n" in c for c in technique)
     assert [c for c in technique if "apply_gradients" in c] and len(technique) == 12, technique
-    assert full_source.startswith("class Accumulating(MinimalAccumulating):") and "def __init__" not in full_source
+    assert full_source.startswith("class Accumulating(keras.Model):") and "MinimalAccumulating" not in full_source
+    init = full_source.split("def __init__(")[1].split("def train_step(")[0]
+    assert "self.micro_size = micro_size" in init and "self.supports_jit = False" in init
     loop = full_source.split("for i in tf.range(")[1].splitlines()
     assert loop[1].strip().startswith("tf.autograph.experimental.set_loop_options(parallel_iterations=1)"), loop[1]
-    added = {code: comment for code, comment in full.items() if code not in minimal and not code.startswith("def ")}
-    assert all(comment.startswith(("+ ", "(1)", "(2)", "(3)", "(5)")) for comment in added.values()), added
-    marked = {code for code, comment in full.items() if comment.startswith(("+", "(1)", "(2)", "(3)", "(5)"))}
-    assert marked == set(added), marked ^ set(added)  # a tagged line is never one of the minimal class's
-    assert {c[:3] for c in added.values() if c.startswith("(")} == {"(1)", "(2)", "(3)", "(5)"}
-    assert full["@tf.function"].startswith("(1)") and full["self.compute_metrics(x_k, y_k, y_pred, w_k)"].startswith("(3)")
-    tags = {comment[2:].partition(":")[0] for comment in added.values() if comment.startswith("+")}
-    assert tags == {"dict inputs", "sample weights", "mixed precision", "several GPUs"}, tags
-    copy = " ".join(_notebook_markdown_around("Accumulating")[0].split())  # line breaks as spaces
-    assert "### The version to copy" in copy and all(tag in copy for tag in tags), copy
-    # round 23: the table right before the class, one row per numbered line, in order; (4) and (5) link the docs
-    # sections that show them (this CPU runs no XLA), those sections exist and name tests that exist here
-    said = copy
-    rows = [said.index(f"| ({k}) `") for k in range(1, 6)] + [len(said)]
-    assert rows == sorted(rows) and "`set_loop_options(parallel_iterations=1)`" in said, said
-    assert "AutoGraph" in said[rows[0]:rows[1]] and "test_" not in said, said  # plain words, no test names
+    extra = {code: comment for code, comment in full.items() if code not in minimal}
+    assert len(extra) >= 12 and all(len(comment.split()) >= 3 for comment in extra.values()), extra
+    assert not re.search(r"#\s*(\(\d\)|\+ )", full_source), "no tags that refer to text elsewhere"
+    said = {code.split("(")[0].split(" = ")[0]: comment for code, comment in extra.items()}
+    assert "Iterating over a symbolic `tf.Tensor` is not allowed" in said["@tf.function"]
+    assert "History shows loss 0.0000" in said["loss_tracker.update_state"]
+    assert "metrics" in said["self.compute_metrics"] and "stops fit" in said["self.compute_metrics"]
+    assert "XLA" in said["self.supports_jit"] and "5, 5 and 2 as 15" in said["self.supports_jit"]
+    assert "memory" in said["tf.autograph.experimental.set_loop_options"]
+    assert "mixed precision" in said["scaled"] and "GPUs" in said["replicas"]
+    # the markdown: before, the heading and the link to the docs' runs; after, the two silent mistakes in plain
+    # numbers, the XLA sentence with its link, how to apply it
+    before, after = (" ".join(m.split()) for m in _notebook_markdown_around("Accumulating"))
+    assert "### The version to copy" in before and "self-contained" in before and "| (" not in before, before
     docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
-    this = Path(__file__).read_text(encoding="utf-8")
-    for k, heading, name in [(4, "XLA counts a short micro-batch as full",
-                              "test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full"),
-                             (5, "One micro-batch at a time", "test_notebook_train_step_runs_one_micro_batch_at_a_time")]:
-        anchor = heading.lower().replace(" ", "-")
-        assert f"../docs/accumulation.md#{anchor}" in said[rows[k - 1]:rows[k]], (k, said)
-        section = docs.split(f"\n## {heading}\n")[1].split("\n## ")[0]
-        assert f"`{name}`" in section and f"def {name}(" in this, name
-    assert "5, 5 and 2" in said[rows[3]:rows[4]] and "15" in said[rows[3]:rows[4]], said
-    # the checklist after the class: keep every line; when each matters
-    after = " ".join(_notebook_markdown_around("Accumulating")[1].split())
-    assert "Which lines do I need?" in after and "Keep them all" in after, after
-    assert all(tag in after for tag in ("(1), (2), (3), (5)", "(4)", "LossScaleOptimizer", "tf.distribute")), after
+    for heading, where in [("The minimal class without the extra lines", before),
+                           ("XLA counts a short micro-batch as full", after)]:
+        assert f"../docs/accumulation.md#{heading.lower().replace(' ', '-')}" in where, heading
+        assert f"\n## {heading}\n" in docs, heading
+    assert "32,768" in after and "thousands of times too small" in after and "half the loss" in after, after
+    assert "LossScaleOptimizer" in after and "tf.distribute" in after and "XLA" in after, after
+    assert "Apply it" in after and "__init__" in after, after
 
 
 @pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating"])
 def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
-    # line (1): fit compiles train_step without AutoGraph, and the for loop over tf.range fails: MinimalAccumulating
+    # @tf.function: fit compiles train_step without AutoGraph, and the for loop over tf.range fails: MinimalAccumulating
     # as it is, and Accumulating with its @tf.function taken out
     source = _notebook_cell("MinimalAccumulating")
     if class_name == "Accumulating":
@@ -1334,10 +1339,10 @@ def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
 
 
 def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
-    # why Accumulating has the lines tagged "+ dict inputs" and "+ sample weights": MinimalAccumulating (none of the "+"
-    # lines) stops with a TypeError on a dict of inputs and a ValueError on (x, y, sample_weight) batches
+    # why Accumulating slices with tf.nest and unpack_x_y_sample_weight (dict inputs, sample weights): MinimalAccumulating (none of
+    # that) stops with a TypeError on a dict of inputs and a ValueError on (x, y, sample_weight) batches
     Minimal = _notebook_accumulating_model("MinimalAccumulating")
-    Minimal = type("Compiled", (Minimal,), {"train_step": tf.function(Minimal.train_step)})  # with line (1), as fit needs
+    Minimal = type("Compiled", (Minimal,), {"train_step": tf.function(Minimal.train_step)})  # with @tf.function, as fit needs
     x, y = _data(24)
     base = _model()
     model = Minimal(base.inputs, base.outputs, micro_size=5)
@@ -1353,7 +1358,7 @@ def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
 
 
 def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(mixed_float16):
-    # why Accumulating has the lines tagged "+ mixed precision": compile wraps the optimizer in a LossScaleOptimizer under
+    # why Accumulating has the scale_loss line (mixed precision): compile wraps the optimizer in a LossScaleOptimizer under
     # mixed_float16, which divides gradients never multiplied by its scale (2**15 at first): SGD's steps shrink
     Minimal = _notebook_accumulating_model("MinimalAccumulating")
     x, y = _regression(48, 0.0)
@@ -1371,11 +1376,11 @@ def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(m
 
 
 def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_replicas(fresh_python):
-    # why Accumulating has the lines tagged "+ several GPUs" (the notebook: the gradient is right as it is): on 2 replicas MinimalAccumulating trains as fit does on one
+    # why Accumulating multiplies History's loss by its replicas (several GPUs; the notebook: the gradient is right as it is): on 2 replicas MinimalAccumulating trains as fit does on one
     # device, but History's loss is half of fit's (compute_loss divided each replica's loss by 2)
     full = _notebook_cell("Accumulating")
     assert full.count("loss_tracker.update_state(loss * replicas,") == 1
-    cell = _notebook_cell("MinimalAccumulating") + "\n" + full.replace(
+    cell = full.replace(
         "loss_tracker.update_state(loss * replicas,", "loss_tracker.update_state(loss,")  # the line undone
     out = fresh_python(textwrap.dedent(f"""
         import linecache
@@ -1501,7 +1506,7 @@ def test_notebook_train_step_under_mixed_precision_equals_fit_and_skips_an_overf
 
 def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
     # the notebook's Proof (1) builds and compiles Accumulating in strategy.scope(), then fits as usual
-    cell = _notebook_cell("MinimalAccumulating") + "\n" + _notebook_cell("Accumulating")  # it derives from the first
+    cell = _notebook_cell("Accumulating")  # self-contained: the cell alone
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1631,7 +1636,7 @@ def test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full():
     # micro-batches of 5, 5, 2, compiled with tf.function(jit_compile=True) as fit does on a GPU. The last micro-batch counts as 5 rows: History's loss is
     # divided by 15 instead of 12; the data's gradient survives (its mean and its weight n_k/N miscount alike), but a
     # penalty added to every micro-batch's loss enters the update 15/12 times (SGD: an extra 0.1 * 3/12 * dP/dw)
-    Minimal = _notebook_accumulating_model()  # Accumulating: MinimalAccumulating's supports_jit plus History's line (2)
+    Minimal = _notebook_accumulating_model()  # Accumulating (History's loss tracker), compiled below with and without XLA
     x, y = _data(12)
 
     def step(penalty, xla):
@@ -1676,7 +1681,7 @@ def test_notebook_train_step_under_xla_with_a_short_last_micro_batch_differs_fro
     assert abs(got[0] - want[0]) > 1e-2, (got, want)
 
 
-@pytest.mark.parametrize("class_name", ["Accumulating"])  # supports_jit is MinimalAccumulating's line (4), inherited
+@pytest.mark.parametrize("class_name", ["Accumulating"])  # the class with supports_jit = False (the minimal one has none)
 def test_notebook_classes_refuse_xla_in_fit_and_without_supports_jit_give_other_weights(no_op_determinism, class_name):
     # the hazard step 1 guards against: compile(jit_compile=True), which "auto" picks on a GPU. With the notebook's
     # supports_jit = False, fit warns, runs without XLA and gives fit's weights (12 examples as 5, 5, 2, an L2 penalty);
@@ -1850,34 +1855,29 @@ def test_notebook_train_step_peak_memory_falls_with_the_micro_batch():
     assert peaks[1] - held < (peaks[0] - held) / 2, (peaks, held)
 
 
-def test_windows_figure_marks_what_each_update_adds_up():
-    # the Picture: a "+" between two micro-batches of one update (3 in an update of 4, 1 in an update of 8 + 4),
-    # none in fit's row (one box per update); a short title that says what an update is
+def test_windows_figure_says_one_thing_per_mark():
+    # the Picture, simplified in round 25 (a reader: five legend entries, plus signs, triangles, two shades of orange,
+    # a long title): an outline is an update, a fraction its gradient's weight, two colours, two legend entries,
+    # one light fill per colour, rows named in one language (micro-batches of 8), a short title
+    import matplotlib.colors
+    import matplotlib.legend
+    import matplotlib.pyplot as plt
+
     from helpers import plots
 
     fig = plots.accumulation_windows([8, 8, 8, 8, 8, 4], steps=4, epochs=2)
     ax = fig.axes[0]
-    pluses = [t for t in ax.texts if t.get_text() == "+"]
-    rows = sorted({round(t.get_position()[1]) for t in pluses})
-    assert rows == [-2, -1]  # Accumulating and the built-in
-    assert sum(round(t.get_position()[1]) == -1 for t in pluses) == 3 + 1 + 3 + 1
-    assert sum(round(t.get_position()[1]) == -2 for t in pluses) == 3 + 3 + 3
-    assert ax.get_title() == "One outline is one update: each box's gradient × the fraction written in it, added up"
-    assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
-    # a second legend names the plain "+" (round 23: no circle, it read as "joins to the box on its right") and the triangle (ax.get_legend() is the colours' legend)
-    import matplotlib.legend
-
+    assert not [t for t in ax.texts if t.get_text() == "+"] and not [line for line in ax.lines if line.get_marker() == "v"]
     legends = [c for c in ax.get_children() if isinstance(c, matplotlib.legend.Legend)]
-    marks = [legend for legend in legends if legend is not ax.get_legend()]
-    assert len(marks) == 1 and not marks[0].get_clip_on()  # drawn below the axes, not clipped away
-    assert [t.get_text() for t in marks[0].get_texts()] == [
-        "between two boxes of one update: their gradients (× fractions) are added", "the sum applied: one update"]
-    # each "+" sits between two boxes of one update: never at an update's first example
-    assert all(t.get_bbox_patch().get_edgecolor()[3] == 0 for t in pluses)  # no circle around it
-    starts = {0, 32, 44, 76}  # where fit's batches (and Accumulating's updates) begin
-    assert not {round(t.get_position()[0]) for t in pluses if round(t.get_position()[1]) == -1} & starts
-    import matplotlib.pyplot as plt
-
+    assert legends == [ax.get_legend()] and len(ax.get_legend().get_texts()) == 2
+    fills = {(matplotlib.colors.to_hex(p.get_facecolor()), round(p.get_facecolor()[3], 2))
+             for p in ax.patches if p.get_facecolor()[3] > 0 and not p.get_hatch()}
+    assert fills == {("#0072b2", 0.25), ("#d55e00", 0.25)}, fills  # one shade per colour
+    assert ax.get_title() == "One outline is one update; a fraction in a box is its gradient's weight"
+    assert len(ax.get_title()) < 80
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "fit, batches of 32", "Accumulating,\nmicro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
+    assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
     plt.close(fig)
 
 
