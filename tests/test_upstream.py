@@ -142,8 +142,9 @@ def _nb02_max_diff(a, b):
 
 
 def test_keras_fit_runs_train_step_with_autograph_off():
-    # notebook 02 (round 23: the table's row (1), "leaving Python loops as they are"), linked to the line of Keras' source that marks fit's step
-    # function do_not_convert (calls from it are not converted); the class's own @tf.function converts its loop
+    # notebook 02's @tf.function line (its comment quotes the error without it); the table of docs/accumulation.md ("The
+    # minimal class without the extra lines", in the notebook in rounds 23-24) links the line of Keras' source that marks
+    # fit's step function do_not_convert (calls from it are not converted); the class's own @tf.function converts its loop
     import inspect
     import json
     import re
@@ -157,8 +158,11 @@ def test_keras_fit_runs_train_step_with_autograph_off():
               and lines[i + 1].strip().startswith("def one_step_on_data(")]
     assert marked, lesson(NB02, "Keep `fit`: the loop inside `train_step`",
                           "Keras marks fit's one_step_on_data with tf.autograph.experimental.do_not_convert")
-    cells = json.loads((Path(__file__).resolve().parents[1] / NB02).read_text())["cells"]
-    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    root = Path(__file__).resolve().parents[1]
+    cells = json.loads((root / NB02).read_text())["cells"]
+    assert any("    @tf.function  # without it, fit stops" in "".join(c["source"]) for c in cells)
+    text = (root / "docs" / "accumulation.md").read_text(encoding="utf-8")
+    text = text.split("\n## The minimal class without the extra lines\n")[1].split("\n## ")[0]
     version, line = re.search(r"keras/blob/v([\d.]+)/keras/src/backend/tensorflow/trainer\.py#L(\d+)", text).groups()
     if version == keras.__version__:  # the link points at the marked line of the Keras it names
         assert int(line) in marked, lesson(NB02, "Keep `fit`: the loop inside `train_step`",
