@@ -1001,14 +1001,34 @@ def _docs_train_large_batches():
     return scope["train_large_batches"]
 
 
-def _notebook_accumulating_model(class_name="Accumulating"):
-    """A fresh ``Accumulating`` class (or ``MinimalAccumulating``) from the notebook's cell (fresh: Keras
-    rewrites a Model subclass's bases the first time it is built from inputs and outputs). The cell alone, with
-    only np, tf and keras: since round 25 the version to copy is self-contained, and every test of it shows so."""
+def _notebook_classes_source(class_name="AccumulatingAll"):
+    """The notebook's cell defining ``Accumulating`` (the runnable class for (x, y) data in float32 on one device),
+    followed, for ``AccumulatingAll``, by the cell that derives from it (sample weights, dict inputs, mixed
+    precision, several GPUs). Only np, tf and keras are needed: the two cells are all a reader pastes."""
+    source = _notebook_cell("Accumulating")
+    if class_name == "AccumulatingAll":
+        source += "\n" + _notebook_cell("AccumulatingAll")
+    return source
+
+
+def _docs_minimal_source():
+    """docs/accumulation.md's ``MinimalAccumulating`` (the technique only; in the notebook in rounds 23-25)."""
+    import re
+
+    from tests.notebook_answers import ROOT
+
+    text = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "class MinimalAccumulating(" in b]
+    return block
+
+
+def _notebook_accumulating_model(class_name="AccumulatingAll"):
+    """A fresh ``AccumulatingAll`` class (or ``Accumulating``, or docs/accumulation.md's ``MinimalAccumulating``) from
+    its source (fresh: Keras rewrites a Model subclass's bases the first time it is built from inputs and outputs)."""
     import linecache
 
     scope = {"np": np, "tf": tf, "keras": keras}
-    source = _notebook_cell(class_name)
+    source = _docs_minimal_source() if class_name == "MinimalAccumulating" else _notebook_classes_source(class_name)
     name = f"<{NB}:{class_name}>"  # AutoGraph reads the source, as it reads a notebook cell's from IPython
     linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
     exec(compile(source, name, "exec"), scope)  # noqa: S102
@@ -1224,7 +1244,7 @@ def test_docs_minimal_class_run_prints_each_failure_and_the_table_quotes_it():
     [shown] = re.findall(r"```text\n(.*?)```", section, re.S)
     scope = {"np": np, "tf": tf, "keras": keras}  # the notebook's imports
     exec(compile(_notebook_cell("make_model"), "<make_model>", "exec"), scope)  # noqa: S102
-    scope["MinimalAccumulating"] = _notebook_accumulating_model("MinimalAccumulating")
+    exec(compile(_docs_minimal_source(), "<docs:MinimalAccumulating>", "exec"), scope)  # noqa: S102
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(block, "docs/accumulation.md:minimal", "exec"), scope)  # noqa: S102
@@ -1238,7 +1258,7 @@ def test_docs_minimal_class_run_prints_each_failure_and_the_table_quotes_it():
     assert shown.splitlines() == lines, shown
     rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| `")}
     assert f"``{no_tf_function}``" in rows["`@tf.function`"] and "AutoGraph" in rows["`@tf.function`"]
-    assert "History's loss stays 0.0000 (`fit`'s: 1.3424)" in rows["`loss_tracker.update_state(...)`"]
+    assert "History's loss stays 0.0000 (`fit`'s: 1.3424)" in rows["`tracker.update_state(...)`"]
     assert f"`{no_metrics}`" in rows["`self.compute_metrics(...)`"]
     assert "5, 5 and 2 count as 15" in rows["`self.supports_jit = False`"]
     assert "(#xla-counts-a-short-micro-batch-as-full)" in rows["`self.supports_jit = False`"]
@@ -1272,62 +1292,87 @@ def _code_lines(source):
     return lines
 
 
-def test_notebook_the_version_to_copy_is_one_class_with_a_reason_beside_each_extra_line():
-    # round 25 (two readers): "the version to copy" is one self-contained class, pasteable as is (its own __init__
-    # with micro_size and supports_jit = False; no base class of the notebook's), and every line that
-    # MinimalAccumulating (the technique, to read) lacks has a plain comment beside it saying what it is for or what
-    # goes wrong without it, in the words the runs print (docs/accumulation.md runs the minimal class without them).
-    # No forward references: no (1)-(5) tags, no table before it
+def test_notebook_the_class_read_first_runs_and_each_addition_names_its_case():
+    # round 25, second pass (two readers): the class a reader reads first is the one they can run. "Apply it" comes
+    # before it; Accumulating (cell 10) is the common case, (x, y) data in float32 on one device, compiled fit: the
+    # technique (docs/accumulation.md's MinimalAccumulating) plus the lines fit needs, each with a reason beside it;
+    # the next code cell runs it through fit on the 5, 5, 2 example. AccumulatingAll derives from it and redefines
+    # train_step only: every line Accumulating lacks has a comment that starts with its case (sample weights, dict
+    # inputs, mixed precision, several GPUs), the markdown before it lists each case with the failure it prevents in
+    # numbers and the one line to add; no line over 100 characters in either class
+    import nbformat
+
     from tests.notebook_answers import ROOT
 
-    minimal_source = _notebook_cell("MinimalAccumulating")
-    minimal = _code_lines(minimal_source)
-    full_source = _notebook_cell("Accumulating")
-    full = _code_lines(full_source)
-    assert "@tf.function" not in minimal_source and "set_loop_options" not in minimal_source
-    assert "loss_tracker" not in minimal_source and "compute_metrics" not in minimal_source
-    assert "supports_jit" not in minimal_source  # the technique only
+    minimal = _code_lines(_docs_minimal_source())
+    first_source = _notebook_cell("Accumulating")
+    first = _code_lines(first_source)
+    all_source = _notebook_cell("AccumulatingAll")
+    assert first_source.startswith("class Accumulating(keras.Model):")
+    assert all_source.startswith("class AccumulatingAll(Accumulating):") and "def __init__" not in all_source
+    assert max(len(line) for line in (first_source + "\n" + all_source).splitlines()) <= 100
+    assert len(first_source.splitlines()) <= 25 and len(all_source.splitlines()) <= 25
     technique = {c for c in minimal if not c.startswith(("def ", "super().__init__", "self.micro_size"))}
-    assert any("GradientTape" in c for c in technique) and any("n_k / n" in c for c in technique)
-    assert [c for c in technique if "apply_gradients" in c] and len(technique) == 12, technique
-    assert full_source.startswith("class Accumulating(keras.Model):") and "MinimalAccumulating" not in full_source
-    init = full_source.split("def __init__(")[1].split("def train_step(")[0]
-    assert "self.micro_size = micro_size" in init and "self.supports_jit = False" in init
-    loop = full_source.split("for i in tf.range(")[1].splitlines()
-    assert loop[1].strip().startswith("tf.autograph.experimental.set_loop_options(parallel_iterations=1)"), loop[1]
-    extra = {code: comment for code, comment in full.items() if code not in minimal}
-    assert len(extra) >= 12 and all(len(comment.split()) >= 3 for comment in extra.values()), extra
-    assert not re.search(r"#\s*(\(\d\)|\+ )", full_source), "no tags that refer to text elsewhere"
+    split = "loss = self.compute_loss(x_k, y_k, self(x_k, training=True))"  # y_pred kept for the metrics
+    assert technique - {split} <= set(first), technique - set(first)  # the technique, otherwise unchanged
+    assert "loss = self.compute_loss(x_k, y_k, y_pred)" in first
+    extra = {code: comment for code, comment in first.items() if code not in minimal}
+    extra.pop("loss = self.compute_loss(x_k, y_k, y_pred)")
     said = {code.split("(")[0].split(" = ")[0]: comment for code, comment in extra.items()}
     assert "Iterating over a symbolic `tf.Tensor` is not allowed" in said["@tf.function"]
-    assert "History shows loss 0.0000" in said["loss_tracker.update_state"]
+    assert "History shows loss 0.0000" in said["tracker.update_state"]
     assert "metrics" in said["self.compute_metrics"] and "stops fit" in said["self.compute_metrics"]
     assert "XLA" in said["self.supports_jit"] and "5, 5 and 2 as 15" in said["self.supports_jit"]
     assert "memory" in said["tf.autograph.experimental.set_loop_options"]
-    assert "mixed precision" in said["scaled"] and "GPUs" in said["replicas"]
-    # the markdown: before, the heading and the link to the docs' runs; after, the two silent mistakes in plain
-    # numbers, the XLA sentence with its link, how to apply it
-    before, after = (" ".join(m.split()) for m in _notebook_markdown_around("Accumulating"))
-    assert "### The version to copy" in before and "self-contained" in before and "| (" not in before, before
+    assert all(len(comment.split()) >= 2 for code, comment in extra.items() if code != "y_pred = self(x_k, training=True)"
+               ) and extra["y_pred = self(x_k, training=True)"], extra
+    assert "sample_weight" not in first_source.replace("sample_weight=n_k", "") and "scale_loss" not in first_source
+    assert "num_replicas_in_sync" not in first_source
+    cases = ("sample weights:", "dict inputs:", "mixed precision:", "several GPUs:")
+    added = {code: comment for code, comment in _code_lines(all_source).items() if code not in first}
+    assert len(added) >= 8, added
+    for code, comment in added.items():
+        if not code.startswith(("@tf.function", "def train_step")):
+            assert comment.startswith(cases), (code, comment)
+    named = " ".join(added.values())
+    assert all(case in named for case in cases), named
+    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
+    at = next(i for i, c in enumerate(cells) if c.source.startswith("class Accumulating(keras.Model):"))
+    before = " ".join(cells[at - 1].source.split())
+    assert "**Apply it**" in before and "Accumulating(your_model.inputs, your_model.outputs, micro_size=64)" in before
+    run = cells[at + 1]
+    assert run.cell_type == "code" and "micro_size=5)" in run.source and ".fit(x, y, batch_size=12" in run.source
+    printed = "".join(o.get("text", "") for o in run.outputs).splitlines()
+    assert printed == ["History's loss: Accumulating 1.3424, fit 1.3424", "History's mae: Accumulating 1.0336, fit 1.0336",
+                       "the same weights as fit's: True"], printed
+    listing, _ = (" ".join(m.split()) for m in _notebook_markdown_around("AccumulatingAll"))
+    assert "only if" in listing
+    for case, failure, line in [
+            ("Sample weights", "`fit` stops", "unpack_x_y_sample_weight"),
+            ("Mixed precision", "32,768 times too small", "self.optimizer.scale_loss(loss)"),
+            ("Several GPUs", "History shows half the loss", "loss * self.distribute_strategy.num_replicas_in_sync")]:
+        bullet = listing.split(f"**{case}")[1].split("* **")[0]
+        assert failure in bullet and line in bullet, (case, bullet)
+    for word in ["LossScaleOptimizer", "replica", "XLA", "supports_jit = False"]:
+        assert word in listing, word
     docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
-    for heading, where in [("The minimal class without the extra lines", before),
-                           ("XLA counts a short micro-batch as full", after)]:
-        assert f"../docs/accumulation.md#{heading.lower().replace(' ', '-')}" in where, heading
-        assert f"\n## {heading}\n" in docs, heading
-    assert "32,768" in after and "thousands of times too small" in after and "half the loss" in after, after
-    assert "LossScaleOptimizer" in after and "tf.distribute" in after and "XLA" in after, after
-    assert "Apply it" in after and "__init__" in after, after
+    assert "../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full" in listing
+    assert "\n## XLA counts a short micro-batch as full\n" in docs
 
 
-@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating"])
+@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating", "AccumulatingAll"])
 def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
-    # @tf.function: fit compiles train_step without AutoGraph, and the for loop over tf.range fails: MinimalAccumulating
-    # as it is, and Accumulating with its @tf.function taken out
-    source = _notebook_cell("MinimalAccumulating")
-    if class_name == "Accumulating":
-        full = _notebook_cell("Accumulating")
-        assert full.count("    @tf.function") == 1
-        source += "\n" + full.replace("    @tf.function", "    # no decorator")
+    # @tf.function: fit compiles train_step without AutoGraph, and the for loop over tf.range fails: docs'
+    # MinimalAccumulating as it is, and each notebook class with its own @tf.function taken out
+    if class_name == "MinimalAccumulating":
+        source = _docs_minimal_source()
+    else:
+        source = _notebook_cell("Accumulating")
+        extra = _notebook_cell("AccumulatingAll") if class_name == "AccumulatingAll" else ""
+        changed = extra or source
+        assert changed.count("    @tf.function") == 1
+        changed = changed.replace("    @tf.function", "    # no decorator")
+        source = source + "\n" + changed if extra else changed
     scope = {"np": np, "tf": tf, "keras": keras}
     exec(compile(source, "<no tf.function>", "exec"), scope)  # noqa: S102
     x, y = _data(12)
@@ -1341,8 +1386,7 @@ def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
 def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
     # why Accumulating slices with tf.nest and unpack_x_y_sample_weight (dict inputs, sample weights): MinimalAccumulating (none of
     # that) stops with a TypeError on a dict of inputs and a ValueError on (x, y, sample_weight) batches
-    Minimal = _notebook_accumulating_model("MinimalAccumulating")
-    Minimal = type("Compiled", (Minimal,), {"train_step": tf.function(Minimal.train_step)})  # with @tf.function, as fit needs
+    Minimal = _notebook_accumulating_model("Accumulating")  # the notebook's first class: (x, y) data only
     x, y = _data(24)
     base = _model()
     model = Minimal(base.inputs, base.outputs, micro_size=5)
@@ -1358,9 +1402,10 @@ def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
 
 
 def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(mixed_float16):
-    # why Accumulating has the scale_loss line (mixed precision): compile wraps the optimizer in a LossScaleOptimizer under
-    # mixed_float16, which divides gradients never multiplied by its scale (2**15 at first): SGD's steps shrink
-    Minimal = _notebook_accumulating_model("MinimalAccumulating")
+    # why AccumulatingAll has the scale_loss line (mixed precision): compile wraps the optimizer in a LossScaleOptimizer
+    # under mixed_float16, which divides gradients never multiplied by its scale (2**15 at first): the notebook's first
+    # class, Accumulating (no scale_loss), makes SGD steps 32,768 times too small
+    Minimal = _notebook_accumulating_model("Accumulating")
     x, y = _regression(48, 0.0)
     start = _mixed_model().get_weights()
     base = _mixed_model()
@@ -1373,15 +1418,21 @@ def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(m
         m.fit(x, y, batch_size=12, epochs=1, shuffle=False, verbose=0)
     moved = _max_diff(model.get_weights(), start)
     assert moved > 0 and _max_diff(ref.get_weights(), start) > 1000 * moved
+    base, big = _mixed_model(), _mixed_model()  # one update each: the notebook's "32,768 times too small"
+    small = Minimal(base.inputs, base.outputs, micro_size=6)
+    for m in (small, big):
+        m.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+        m.fit(x[:12], y[:12], batch_size=12, epochs=1, shuffle=False, verbose=0)
+    ratio = _max_diff(big.get_weights(), start) / _max_diff(small.get_weights(), start)
+    assert abs(ratio / 2**15 - 1) < 0.05, ratio
 
 
 def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_replicas(fresh_python):
     # why Accumulating multiplies History's loss by its replicas (several GPUs; the notebook: the gradient is right as it is): on 2 replicas MinimalAccumulating trains as fit does on one
     # device, but History's loss is half of fit's (compute_loss divided each replica's loss by 2)
-    full = _notebook_cell("Accumulating")
-    assert full.count("loss_tracker.update_state(loss * replicas,") == 1
-    cell = full.replace(
-        "loss_tracker.update_state(loss * replicas,", "loss_tracker.update_state(loss,")  # the line undone
+    full = _notebook_classes_source("AccumulatingAll")
+    assert full.count("tracker.update_state(loss * replicas,") == 1
+    cell = full.replace("tracker.update_state(loss * replicas,", "tracker.update_state(loss,")  # the line undone
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1398,7 +1449,7 @@ def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_rep
             return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
         with tf.distribute.MirroredStrategy().scope():
             base = make()
-            model = Accumulating(base.inputs, base.outputs, micro_size=5)
+            model = AccumulatingAll(base.inputs, base.outputs, micro_size=5)
             model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
         got = model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0).history["loss"][0]
         ref = make()
@@ -1506,7 +1557,7 @@ def test_notebook_train_step_under_mixed_precision_equals_fit_and_skips_an_overf
 
 def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
     # the notebook's Proof (1) builds and compiles Accumulating in strategy.scope(), then fits as usual
-    cell = _notebook_cell("Accumulating")  # self-contained: the cell alone
+    cell = _notebook_classes_source("AccumulatingAll")  # the notebook's two cells, nothing else
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1530,7 +1581,7 @@ def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
         strategy = tf.distribute.MirroredStrategy()
         with strategy.scope():
             base = make()
-            model = Accumulating(base.inputs, base.outputs, micro_size=5)
+            model = AccumulatingAll(base.inputs, base.outputs, micro_size=5)
             model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse", metrics=["mae"])
         got = model.fit(data, epochs=2, verbose=0).history
         gap = max(float(np.abs(a - b).max()) for a, b in zip(model.get_weights(), ref.get_weights()))
@@ -1681,7 +1732,7 @@ def test_notebook_train_step_under_xla_with_a_short_last_micro_batch_differs_fro
     assert abs(got[0] - want[0]) > 1e-2, (got, want)
 
 
-@pytest.mark.parametrize("class_name", ["Accumulating"])  # the class with supports_jit = False (the minimal one has none)
+@pytest.mark.parametrize("class_name", ["Accumulating", "AccumulatingAll"])  # supports_jit = False: Accumulating's
 def test_notebook_classes_refuse_xla_in_fit_and_without_supports_jit_give_other_weights(no_op_determinism, class_name):
     # the hazard step 1 guards against: compile(jit_compile=True), which "auto" picks on a GPU. With the notebook's
     # supports_jit = False, fit warns, runs without XLA and gives fit's weights (12 examples as 5, 5, 2, an L2 penalty);
@@ -1753,22 +1804,22 @@ def test_notebook_accumulating_saves_and_reloads_with_custom_objects(tmp_path):
     # on as it would have (micro_size is not saved: it changes memory, not results)
     x, y = _xla_data()
     w = np.linspace(0.5, 2.0, 600).astype("float32")
-    Accumulating = _notebook_accumulating_model()
+    AccumulatingAll = _notebook_accumulating_model()
     base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
-    model = Accumulating(base.inputs, base.outputs, micro_size=32)
+    model = AccumulatingAll(base.inputs, base.outputs, micro_size=32)
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, metrics=["mae"])
     data = tf.data.Dataset.from_tensor_slices((x[:, :4], y, w)).batch(256)
     model.fit(data, epochs=1, verbose=0)
     model.save(tmp_path / "model.keras")
-    reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects={"Accumulating": Accumulating})
-    assert type(reloaded).__name__ == "Accumulating" and reloaded.supports_jit is False
+    reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects={"AccumulatingAll": AccumulatingAll})
+    assert type(reloaded).__name__ == "AccumulatingAll" and reloaded.supports_jit is False
     assert int(reloaded.optimizer.iterations) == 3 and reloaded.micro_size == 64  # the default
     assert _max_diff(reloaded.get_weights(), model.get_weights()) == 0.0
     want = model.fit(data, epochs=1, verbose=0).history
     got = reloaded.fit(data, epochs=1, verbose=0).history
     assert _max_diff(reloaded.get_weights(), model.get_weights()) < 1e-6
     assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
-    with pytest.raises(TypeError, match="Accumulating"):
+    with pytest.raises(TypeError, match="AccumulatingAll"):
         keras.models.load_model(tmp_path / "model.keras")  # without the class
 
 
@@ -1876,7 +1927,7 @@ def test_windows_figure_says_one_thing_per_mark():
     assert ax.get_title() == "One outline is one update; a fraction in a box is its gradient's weight"
     assert len(ax.get_title()) < 80
     assert [t.get_text() for t in ax.get_yticklabels()] == [
-        "fit, batches of 32", "Accumulating,\nmicro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
+        "fit, batches of 32\n(4 micro-batches of 8)", "Accumulating,\nmicro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
     assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
     plt.close(fig)
 

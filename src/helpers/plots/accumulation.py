@@ -135,14 +135,14 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     waiting = keras_applied.pop() if len(keras_applied[-1]) < steps else []  # never applied: kept in Keras' sums
     large = steps * sizes[0]
     rows = [
-        (f"fit, batches of {large}", [[sum(w)] for w in ours], "batch"),
+        (f"fit, batches of {large}\n({steps} micro-batches of {sizes[0]})", [[sum(w)] for w in ours], "batch"),
         (f"Accumulating,\nmicro-batches of {sizes[0]}", ours, "size"),
         (f"Keras' built-in,\n{steps} micro-batches of {sizes[0]}", keras_applied, "equal"),
     ]
     ends = list(itertools.accumulate(sum(w) for w in ours))
     fit_batches = {(end - sum(w), sum(w)) for end, w in zip(ends, ours)}  # (first example, examples) of fit's
     total = epochs * sum(sizes)
-    fig, ax = new_figure(width=12, height=4.2)
+    fig, ax = new_figure(width=15, height=4.4)
     ax.grid(False)
     for row, (label, windows, rule) in enumerate(rows):
         y, start = -row, 0
