@@ -229,7 +229,7 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     # each box filled in its update's colour, lightly (one shade per colour)
     boxes = [p for p in ax.patches if 0 < p.get_facecolor()[3] < 0.5 and p.get_width() < 10 and not p.get_hatch()]
     assert {matplotlib.colors.to_hex(p.get_facecolor()) for p in boxes if p.get_x() in (40, 84) and round(p.get_y() + 0.3) == -2} == {vermillion}
-    assert ax.get_yticklabels()[0].get_text() == "fit, batches of 32"
+    assert ax.get_yticklabels()[0].get_text() == "fit, batches of 32\n(4 micro-batches of 8)"
     epoch_lines = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert len(epoch_lines) == 1 and list(epoch_lines[0].get_xdata()) == [44, 44]
     with pytest.raises(ValueError, match="sizes is empty"):

@@ -217,7 +217,7 @@ def test_keras_activity_regularisers_divide_by_the_batch_size_from_3_14():
         layer(tf.ones([n, 1]))
         expected = 2.0 if divides else 2.0 * n
         assert np.isclose(float(layer.losses[0]), expected), lesson(
-            NB02, "The version to copy", f"Keras {keras.__version__} {'divides an activity regulariser by the batch size' if divides else 'sums an activity regulariser over the batch'} "
+            NB02, "Keep `fit`: the loop inside `train_step`", f"Keras {keras.__version__} {'divides an activity regulariser by the batch size' if divides else 'sums an activity regulariser over the batch'} "
             "(helpers.accumulation accepts such models only where it divides, see accumulated_gradients)")
 
 
@@ -642,7 +642,7 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
 
 # --------------------------------------------------------------------------- several workers (issue 23)
 # One cluster of two local workers (helpers.workers.run_workers) checks every fact at once; the
-# facts are taught in docs/multi-worker.md (notebook 02's "The version to copy" links to it).
+# facts are taught in docs/multi-worker.md (notebook 02's "Add these lines only if your case is one of these" covers several GPUs).
 
 MULTI = "notebooks/02_gradient_accumulation.ipynb"
 MULTI_DOCS = "docs/multi-worker.md"
