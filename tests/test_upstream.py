@@ -184,7 +184,7 @@ def test_keras_builtin_accumulation_weights_micro_batches_equally():
     model.set_weights(start)
     full = _nb02_gradient(model, x, y)
     assert _nb02_max_diff(step, equal) < 1e-6 and _nb02_max_diff(step, full) > 1e-3, lesson(
-        NB02, "What most Keras users try first", "Keras' gradient_accumulation_steps averages the micro-batches with equal weights, "
+        NB02, "Picture: what most Keras users try first, next to `fit`", "Keras' gradient_accumulation_steps averages the micro-batches with equal weights, "
         "so micro-batches of 5, 5 and 2 examples differ from the full batch")
 
 
@@ -201,7 +201,7 @@ def test_keras_builtin_accumulation_window_counter_carries_across_epochs():
         g1, g2 = (_nb02_gradient(reference, *b) for b in (first, second))
         sgd.apply_gradients(zip([(a + b) / 2 for a, b in zip(g1, g2)], reference.trainable_variables))
     assert _nb02_max_diff(model.get_weights(), reference.get_weights()) < 1e-6, lesson(
-        NB02, "What most Keras users try first", "Keras' accumulation window counter is global: the 5th micro-batch of epoch 1 "
+        NB02, "Picture: what most Keras users try first, next to `fit`", "Keras' accumulation window counter is global: the 5th micro-batch of epoch 1 "
         "shares a window with the 1st of epoch 2")
 
 
