@@ -1,4 +1,5 @@
 import gc
+import re
 import textwrap
 import warnings
 import weakref
@@ -1000,18 +1001,37 @@ def _docs_train_large_batches():
     return scope["train_large_batches"]
 
 
-def _notebook_accumulating_model(class_name="Accumulating"):
-    """A fresh ``Accumulating`` class (or ``MinimalAccumulating``) from the notebook's cell (fresh: Keras
-    rewrites a Model subclass's bases the first time it is built from inputs and outputs)."""
+def _notebook_classes_source(class_name="AccumulatingAll"):
+    """The notebook's cell defining ``Accumulating`` (the runnable class for (x, y) data in float32 on one device),
+    followed, for ``AccumulatingAll``, by the cell that derives from it (sample weights, dict inputs, mixed
+    precision, several GPUs). Only np, tf and keras are needed: the two cells are all a reader pastes."""
+    source = _notebook_cell("Accumulating")
+    if class_name == "AccumulatingAll":
+        source += "\n" + _notebook_cell("AccumulatingAll")
+    return source
+
+
+def _docs_minimal_source():
+    """docs/accumulation.md's ``MinimalAccumulating`` (the technique only; in the notebook in rounds 23-25)."""
+    import re
+
+    from tests.notebook_answers import ROOT
+
+    text = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "class MinimalAccumulating(" in b]
+    return block
+
+
+def _notebook_accumulating_model(class_name="AccumulatingAll"):
+    """A fresh ``AccumulatingAll`` class (or ``Accumulating``, or docs/accumulation.md's ``MinimalAccumulating``) from
+    its source (fresh: Keras rewrites a Model subclass's bases the first time it is built from inputs and outputs)."""
     import linecache
 
     scope = {"np": np, "tf": tf, "keras": keras}
-    # Accumulating derives from MinimalAccumulating (its __init__): the notebook runs both cells, in this order
-    for defining in dict.fromkeys(["MinimalAccumulating", class_name]):
-        source = _notebook_cell(defining)
-        name = f"<{NB}:{defining}>"  # AutoGraph reads the source, as it reads a notebook cell's from IPython
-        linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
-        exec(compile(source, name, "exec"), scope)  # noqa: S102
+    source = _docs_minimal_source() if class_name == "MinimalAccumulating" else _notebook_classes_source(class_name)
+    name = f"<{NB}:{class_name}>"  # AutoGraph reads the source, as it reads a notebook cell's from IPython
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+    exec(compile(source, name, "exec"), scope)  # noqa: S102
     return scope[class_name]
 
 
@@ -1177,7 +1197,7 @@ def test_chi_square_two_passes_equal_the_whole_batch_gradient():
 
 def test_notebook_minimal_train_step_equals_fit_eagerly_and_fails_without_lines_two_and_three():
     # the notebook's MinimalAccumulating (the technique only), run by fit(run_eagerly=True): fit's weights on batches
-    # 12, 12, 6 in micro-batches of 5, 5, 2 and 5, 1, with Adam and an L2 penalty. Without line (2) History's loss
+    # 12, 12, 6 in micro-batches of 5, 5, 2 and 5, 1, with Adam and an L2 penalty. Without the loss tracker's line History's loss
     # reads 0 (the tracker is never updated); without (3), compile(metrics=[...]) stops fit (its metrics never built)
     x, y = _data(30)
     Minimal = _notebook_accumulating_model("MinimalAccumulating")
@@ -1206,32 +1226,46 @@ def test_notebook_minimal_train_step_equals_fit_eagerly_and_fails_without_lines_
     assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
 
 
-def test_notebook_staged_cell_prints_each_failure_and_the_table_quotes_it():
-    # the cell after MinimalAccumulating runs it eagerly (fit's weights; History's loss 0: no line (2)), compiled (no
-    # line (1)) and with a metric (no line (3)); its committed output, line by line, and the table before Accumulating
-    # quotes each error's first sentence and both losses exactly as printed, so the table cannot drift from the run
-    import nbformat
+def test_docs_minimal_class_run_prints_each_failure_and_the_table_quotes_it():
+    # docs/accumulation.md, "The minimal class without the extra lines" (the notebook's cells 11-13 until round 23):
+    # its block runs MinimalAccumulating eagerly (fit's weights; History's loss 0: no loss tracker), compiled (no
+    # @tf.function) and with a metric (no compute_metrics). Run here on the notebook's own cells (the data,
+    # make_model, the class); its output, line by line, is the text the page shows, and the page's table quotes each
+    # error's first sentence and both losses exactly as printed, so neither can drift from the run
+    import contextlib
+    import io
+    import re
 
     from tests.notebook_answers import ROOT
 
-    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    [cell] = [c for c in cells if c.cell_type == "code" and "minimal = MinimalAccumulating(" in c.source]
-    assert "def " not in cell.source and len(cell.source.splitlines()) <= 12  # plain: no helper of its own
-    printed = "".join(o.get("text", "") for o in cell.outputs).splitlines()
+    docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
+    section = docs.split("\n## The minimal class without the extra lines\n")[1].split("\n## ")[0]
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "minimal = MinimalAccumulating(" in b]
+    [shown] = re.findall(r"```text\n(.*?)```", section, re.S)
+    scope = {"np": np, "tf": tf, "keras": keras}  # the notebook's imports
+    exec(compile(_notebook_cell("make_model"), "<make_model>", "exec"), scope)  # noqa: S102
+    exec(compile(_docs_minimal_source(), "<docs:MinimalAccumulating>", "exec"), scope)  # noqa: S102
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(block, "docs/accumulation.md:minimal", "exec"), scope)  # noqa: S102
     no_tf_function = "OperatorNotAllowedInGraphError: Iterating over a symbolic `tf.Tensor` is not allowed."
     no_metrics = "ValueError: Cannot get result() since the metric has not yet been built."
-    assert printed == ["run eagerly: the weights of fit's step: True",
-                       "run eagerly: History's loss 0.0000 (expected: nothing records it); fit's 1.3424",
-                       f"compiled, as fit runs by default: expected error: {no_tf_function}",
-                       f"with metrics=['mae']: expected error: {no_metrics}"], printed
-    # round 23 (fourth pass): the markdown right before it says that a loss of 0 and two errors are expected
-    before = " ".join(_notebook_markdown_around("MinimalAccumulating")[1].split())
-    assert "three ways" in before and "two errors are expected" in before, before
-    table = _notebook_markdown_around("Accumulating")[0]
-    rows = {line[2:5]: line for line in table.splitlines() if line.startswith("| (")}  # one source line a row
-    assert f"``{no_tf_function}``" in rows["(1)"] and "the cell above" in rows["(1)"], rows["(1)"]
-    assert "History's loss stays 0.0000 (`fit`'s: 1.3424)" in rows["(2)"] and "the cell above" in rows["(2)"]
-    assert f"`{no_metrics}`" in rows["(3)"] and "the cell above" in rows["(3)"], rows["(3)"]
+    lines = ["run eagerly: the weights of fit's step: True",
+             "run eagerly: History's loss 0.0000; fit's 1.3424",
+             f"compiled, as fit runs by default: {no_tf_function}",
+             f"with metrics=['mae']: {no_metrics}"]
+    assert printed.getvalue().splitlines() == lines, printed.getvalue()
+    assert shown.splitlines() == lines, shown
+    rows = {line.split("|")[1].strip(): line for line in section.splitlines() if line.startswith("| `")}
+    assert f"``{no_tf_function}``" in rows["`@tf.function`"] and "AutoGraph" in rows["`@tf.function`"]
+    assert "History's loss stays 0.0000 (`fit`'s: 1.3424)" in rows["`tracker.update_state(...)`"]
+    assert f"`{no_metrics}`" in rows["`self.compute_metrics(...)`"]
+    assert "5, 5 and 2 count as 15" in rows["`self.supports_jit = False`"]
+    assert "(#xla-counts-a-short-micro-batch-as-full)" in rows["`self.supports_jit = False`"]
+    assert "(#one-micro-batch-at-a-time)" in rows["`set_loop_options(parallel_iterations=1)`"]
+    this = Path(__file__).read_text(encoding="utf-8")
+    for name in re.findall(r"`(test_\w+)`", section):  # the tests the section names exist
+        assert f"def {name}(" in this, name
 
 
 def _notebook_markdown_around(defining):
@@ -1258,71 +1292,110 @@ def _code_lines(source):
     return lines
 
 
-def test_notebook_accumulating_is_the_minimal_class_plus_numbered_lines_and_lines_tagged_plus():
-    # the notebook: MinimalAccumulating is the technique (a tape per micro-batch, n_k / N, one update) with one line of
-    # Keras, (4) supports_jit = False in __init__; Accumulating is it plus fit's lines (1)-(5) and the lines tagged
-    # "+" (dict inputs, sample weights, mixed precision, several GPUs); every other line of it is the minimal class's.
-    # The table before it explains (1)-(5), (4) with the XLA miscount (5, 5 and 2 as 15) linked to docs/accumulation.md
+def test_notebook_the_class_read_first_runs_and_each_addition_names_its_case():
+    # round 25, second pass (two readers): the class a reader reads first is the one they can run. "Apply it" comes
+    # before it; Accumulating (cell 10) is the common case, (x, y) data in float32 on one device, compiled fit: the
+    # technique (docs/accumulation.md's MinimalAccumulating) plus the lines fit needs, each with a reason beside it;
+    # the next code cell runs it through fit on the 5, 5, 2 example. AccumulatingAll derives from it and redefines
+    # train_step only: every line Accumulating lacks has a comment that starts with its case (sample weights, dict
+    # inputs, mixed precision, several GPUs), the markdown before it lists each case with the failure it prevents in
+    # numbers and the one line to add; no line over 100 characters in either class
     import nbformat
 
     from tests.notebook_answers import ROOT
 
-    minimal_source = _notebook_cell("MinimalAccumulating")
-    minimal = _code_lines(minimal_source)
-    full_source = _notebook_cell("Accumulating")
-    full = _code_lines(full_source)
-    assert minimal["self.supports_jit = False"].startswith("(4)")
-    assert minimal_source.index("self.supports_jit = False") < minimal_source.index("def train_step")  # in __init__
-    assert "@tf.function" not in minimal_source and "set_loop_options" not in minimal_source
-    assert "loss_tracker" not in minimal_source and "compute_metrics" not in minimal_source
-    numbered = {c for c in minimal if c.startswith(("super().__init__", "self.micro_size", "self.supports_jit"))}
-    technique = {c for c in minimal if c not in numbered and not c.startswith("def ")}
-    assert any("GradientTape" in c for c in technique) and any("n_k / n" in c for c in technique)
-    assert [c for c in technique if "apply_gradients" in c] and len(technique) == 12, technique
-    assert full_source.startswith("class Accumulating(MinimalAccumulating):") and "def __init__" not in full_source
-    loop = full_source.split("for i in tf.range(")[1].splitlines()
-    assert loop[1].strip().startswith("tf.autograph.experimental.set_loop_options(parallel_iterations=1)"), loop[1]
-    added = {code: comment for code, comment in full.items() if code not in minimal and not code.startswith("def ")}
-    assert all(comment.startswith(("+ ", "(1)", "(2)", "(3)", "(5)")) for comment in added.values()), added
-    marked = {code for code, comment in full.items() if comment.startswith(("+", "(1)", "(2)", "(3)", "(5)"))}
-    assert marked == set(added), marked ^ set(added)  # a tagged line is never one of the minimal class's
-    assert {c[:3] for c in added.values() if c.startswith("(")} == {"(1)", "(2)", "(3)", "(5)"}
-    assert full["@tf.function"].startswith("(1)") and full["self.compute_metrics(x_k, y_k, y_pred, w_k)"].startswith("(3)")
-    tags = {comment[2:].partition(":")[0] for comment in added.values() if comment.startswith("+")}
-    assert tags == {"dict inputs", "sample weights", "mixed precision", "several GPUs"}, tags
-    copy = " ".join(_notebook_markdown_around("Accumulating")[0].split())  # line breaks as spaces
-    assert "### The version to copy" in copy and all(tag in copy for tag in tags), copy
-    # round 23: the table right before the class, one row per numbered line, in order; (4) and (5) link the docs
-    # sections that show them (this CPU runs no XLA), those sections exist and name tests that exist here
-    said = copy
-    rows = [said.index(f"| ({k}) `") for k in range(1, 6)] + [len(said)]
-    assert rows == sorted(rows) and "`set_loop_options(parallel_iterations=1)`" in said, said
-    assert "AutoGraph" in said[rows[0]:rows[1]] and "test_" not in said, said  # plain words, no test names
+    minimal = _code_lines(_docs_minimal_source())
+    first_source = _notebook_cell("Accumulating")
+    first = _code_lines(first_source)
+    all_source = _notebook_cell("AccumulatingAll")
+    assert first_source.startswith("class Accumulating(keras.Model):")
+    assert all_source.startswith("class AccumulatingAll(Accumulating):") and "def __init__" not in all_source
+    assert max(len(line) for line in (first_source + "\n" + all_source).splitlines()) <= 100
+    assert len(first_source.splitlines()) <= 25 and len(all_source.splitlines()) <= 25
+    technique = {c for c in minimal if not c.startswith(("def ", "super().__init__", "self.micro_size"))}
+    split = "loss = self.compute_loss(x_k, y_k, self(x_k, training=True))"  # y_pred kept for the metrics
+    assert technique - {split} <= set(first), technique - set(first)  # the technique, otherwise unchanged
+    assert "loss = self.compute_loss(x_k, y_k, y_pred)" in first
+    extra = {code: comment for code, comment in first.items() if code not in minimal}
+    extra.pop("loss = self.compute_loss(x_k, y_k, y_pred)")  # the technique's loss line, y_pred split out (e)
+    # round 25, third pass (two readers): "which lines are the technique?" Each line fit needs carries only its tag,
+    # "fit: (a)" to "(e)", set apart from the technique's lines (none tagged) under one banner comment; the markdown
+    # right after the run says, one bullet per tag, what the line is and what breaks without it
+    said = {code.split("(")[0].split(" = ")[0]: comment for code, comment in extra.items()}
+    tags = {"self.supports_jit": "(a)", "@tf.function": "(b)", "tracker": "(c)", "tracker.update_state": "(c)",
+            "tf.autograph.experimental.set_loop_options": "(d)", "y_pred": "(e)", "self.compute_metrics": "(e)"}
+    assert set(said) == set(tags), said
+    for code, tag in tags.items():
+        assert said[code] == f"fit: {tag}", (code, said[code])
+    assert not any(comment.startswith("fit:") for code, comment in first.items() if code not in extra)
+    assert "        # --- the technique" in first_source
+    banner = first_source.index("# --- the technique")
+    assert all(first_source.index(line) < banner for line in ["supports_jit", "@tf.function", "tracker = {"])
+    cells_all = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
+    at_first = next(i for i, c in enumerate(cells_all) if c.source.startswith("class Accumulating(keras.Model):"))
+    assert cells_all[at_first + 2].cell_type == "markdown"
+    explained = " ".join(cells_all[at_first + 2].source.split())
+    bullets = {b[:3]: b for b in explained.split("* ")[1:] if b.startswith("(")}
+    for tag, line, what, failure in [
+            ("(a)", "`supports_jit = False`", "turns off XLA", "5, 5 and 2 would count as 15 examples"),
+            ("(b)", "`@tf.function`", "into a graph", "Iterating over a symbolic `tf.Tensor` is not allowed"),
+            ("(c)", "`tracker`", "the mean that History reads", "History shows a loss of 0.0000"),
+            ("(d)", "`set_loop_options(parallel_iterations=1)`", "one micro-batch at a time", "in memory"),
+            ("(e)", "`compute_metrics`", "update `compile`'s metrics",
+             "Cannot get result() since the metric has not yet been built")]:
+        assert line in bullets[tag] and what in bullets[tag] and failure in bullets[tag], (tag, bullets[tag])
+        assert "Without" in bullets[tag] or "so 5, 5" in bullets[tag], bullets[tag]
+    assert "sample_weight" not in first_source.replace("sample_weight=n_k", "") and "scale_loss" not in first_source
+    assert "num_replicas_in_sync" not in first_source
+    cases = ("sample weights:", "dict inputs:", "mixed precision:", "several GPUs:")
+    added = {code: comment for code, comment in _code_lines(all_source).items() if code not in first}
+    assert len(added) >= 8, added
+    for code, comment in added.items():
+        if not code.startswith(("@tf.function", "def train_step")):
+            assert comment.startswith(cases), (code, comment)
+    named = " ".join(added.values())
+    assert all(case in named for case in cases), named
+    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
+    at = next(i for i, c in enumerate(cells) if c.source.startswith("class Accumulating(keras.Model):"))
+    before = " ".join(cells[at - 1].source.split())
+    assert "**Apply it**" in before and "Accumulating(your_model.inputs, your_model.outputs, micro_size=64)" in before
+    run = cells[at + 1]
+    assert run.cell_type == "code" and "micro_size=5)" in run.source and ".fit(x, y, batch_size=12" in run.source
+    printed = "".join(o.get("text", "") for o in run.outputs).splitlines()
+    assert printed == ["History's loss: Accumulating 1.3424, fit 1.3424", "History's mae: Accumulating 1.0336, fit 1.0336",
+                       "the same weights as fit's: True"], printed
+    listing, _ = (" ".join(m.split()) for m in _notebook_markdown_around("AccumulatingAll"))
+    assert "only if" in listing
+    for case, failure, line in [
+            ("Sample weights", "`fit` stops", "unpack_x_y_sample_weight"),
+            ("Mixed precision", "32,768 times too small", "self.optimizer.scale_loss(loss)"),
+            ("Several GPUs", "History shows half the loss", "loss * self.distribute_strategy.num_replicas_in_sync")]:
+        bullet = listing.split(f"**{case}")[1].split("* **")[0]
+        assert failure in bullet and line in bullet, (case, bullet)
+    for word in ["LossScaleOptimizer", "replica", "XLA", "supports_jit = False"]:
+        assert word in listing, word
+    # round 25, third pass: the cell ends with which class to copy, by case (three rows)
+    assert listing.endswith("| one device, float32, `(x, y)` data | `Accumulating` | "
+                            "| sample weights, dict inputs, mixed precision or several GPUs | `AccumulatingAll` | "
+                            "| even the large batch does not fit on the device | the `tf.data` loop below |")
     docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
-    this = Path(__file__).read_text(encoding="utf-8")
-    for k, heading, name in [(4, "XLA counts a short micro-batch as full",
-                              "test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full"),
-                             (5, "One micro-batch at a time", "test_notebook_train_step_runs_one_micro_batch_at_a_time")]:
-        anchor = heading.lower().replace(" ", "-")
-        assert f"../docs/accumulation.md#{anchor}" in said[rows[k - 1]:rows[k]], (k, said)
-        section = docs.split(f"\n## {heading}\n")[1].split("\n## ")[0]
-        assert f"`{name}`" in section and f"def {name}(" in this, name
-    assert "5, 5 and 2" in said[rows[3]:rows[4]] and "15" in said[rows[3]:rows[4]], said
-    # the checklist after the class: keep every line; when each matters
-    after = " ".join(_notebook_markdown_around("Accumulating")[1].split())
-    assert "Which lines do I need?" in after and "Keep them all" in after, after
-    assert all(tag in after for tag in ("(1), (2), (3), (5)", "(4)", "LossScaleOptimizer", "tf.distribute")), after
+    assert "../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full" in listing
+    assert "\n## XLA counts a short micro-batch as full\n" in docs
 
 
-@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating"])
+@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating", "AccumulatingAll"])
 def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
-    # line (1): fit compiles train_step without AutoGraph, and the for loop over tf.range fails: MinimalAccumulating
-    # as it is, and Accumulating with its @tf.function taken out
-    source = _notebook_cell("MinimalAccumulating")
-    if class_name == "Accumulating":
-        full = _notebook_cell("Accumulating")
-        assert full.count("    @tf.function") == 1
-        source += "\n" + full.replace("    @tf.function", "    # no decorator")
+    # @tf.function: fit compiles train_step without AutoGraph, and the for loop over tf.range fails: docs'
+    # MinimalAccumulating as it is, and each notebook class with its own @tf.function taken out
+    if class_name == "MinimalAccumulating":
+        source = _docs_minimal_source()
+    else:
+        source = _notebook_cell("Accumulating")
+        extra = _notebook_cell("AccumulatingAll") if class_name == "AccumulatingAll" else ""
+        changed = extra or source
+        assert changed.count("    @tf.function") == 1
+        changed = changed.replace("    @tf.function", "    # no decorator")
+        source = source + "\n" + changed if extra else changed
     scope = {"np": np, "tf": tf, "keras": keras}
     exec(compile(source, "<no tf.function>", "exec"), scope)  # noqa: S102
     x, y = _data(12)
@@ -1334,10 +1407,9 @@ def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
 
 
 def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
-    # why Accumulating has the lines tagged "+ dict inputs" and "+ sample weights": MinimalAccumulating (none of the "+"
-    # lines) stops with a TypeError on a dict of inputs and a ValueError on (x, y, sample_weight) batches
-    Minimal = _notebook_accumulating_model("MinimalAccumulating")
-    Minimal = type("Compiled", (Minimal,), {"train_step": tf.function(Minimal.train_step)})  # with line (1), as fit needs
+    # why Accumulating slices with tf.nest and unpack_x_y_sample_weight (dict inputs, sample weights): MinimalAccumulating (none of
+    # that) stops with a TypeError on a dict of inputs and a ValueError on (x, y, sample_weight) batches
+    Minimal = _notebook_accumulating_model("Accumulating")  # the notebook's first class: (x, y) data only
     x, y = _data(24)
     base = _model()
     model = Minimal(base.inputs, base.outputs, micro_size=5)
@@ -1353,9 +1425,10 @@ def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
 
 
 def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(mixed_float16):
-    # why Accumulating has the lines tagged "+ mixed precision": compile wraps the optimizer in a LossScaleOptimizer under
-    # mixed_float16, which divides gradients never multiplied by its scale (2**15 at first): SGD's steps shrink
-    Minimal = _notebook_accumulating_model("MinimalAccumulating")
+    # why AccumulatingAll has the scale_loss line (mixed precision): compile wraps the optimizer in a LossScaleOptimizer
+    # under mixed_float16, which divides gradients never multiplied by its scale (2**15 at first): the notebook's first
+    # class, Accumulating (no scale_loss), makes SGD steps 32,768 times too small
+    Minimal = _notebook_accumulating_model("Accumulating")
     x, y = _regression(48, 0.0)
     start = _mixed_model().get_weights()
     base = _mixed_model()
@@ -1368,15 +1441,21 @@ def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(m
         m.fit(x, y, batch_size=12, epochs=1, shuffle=False, verbose=0)
     moved = _max_diff(model.get_weights(), start)
     assert moved > 0 and _max_diff(ref.get_weights(), start) > 1000 * moved
+    base, big = _mixed_model(), _mixed_model()  # one update each: the notebook's "32,768 times too small"
+    small = Minimal(base.inputs, base.outputs, micro_size=6)
+    for m in (small, big):
+        m.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+        m.fit(x[:12], y[:12], batch_size=12, epochs=1, shuffle=False, verbose=0)
+    ratio = _max_diff(big.get_weights(), start) / _max_diff(small.get_weights(), start)
+    assert abs(ratio / 2**15 - 1) < 0.05, ratio
 
 
 def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_replicas(fresh_python):
-    # why Accumulating has the lines tagged "+ several GPUs" (the notebook: the gradient is right as it is): on 2 replicas MinimalAccumulating trains as fit does on one
+    # why Accumulating multiplies History's loss by its replicas (several GPUs; the notebook: the gradient is right as it is): on 2 replicas MinimalAccumulating trains as fit does on one
     # device, but History's loss is half of fit's (compute_loss divided each replica's loss by 2)
-    full = _notebook_cell("Accumulating")
-    assert full.count("loss_tracker.update_state(loss * replicas,") == 1
-    cell = _notebook_cell("MinimalAccumulating") + "\n" + full.replace(
-        "loss_tracker.update_state(loss * replicas,", "loss_tracker.update_state(loss,")  # the line undone
+    full = _notebook_classes_source("AccumulatingAll")
+    assert full.count("tracker.update_state(loss * replicas,") == 1
+    cell = full.replace("tracker.update_state(loss * replicas,", "tracker.update_state(loss,")  # the line undone
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1393,7 +1472,7 @@ def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_rep
             return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
         with tf.distribute.MirroredStrategy().scope():
             base = make()
-            model = Accumulating(base.inputs, base.outputs, micro_size=5)
+            model = AccumulatingAll(base.inputs, base.outputs, micro_size=5)
             model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
         got = model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0).history["loss"][0]
         ref = make()
@@ -1501,7 +1580,7 @@ def test_notebook_train_step_under_mixed_precision_equals_fit_and_skips_an_overf
 
 def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
     # the notebook's Proof (1) builds and compiles Accumulating in strategy.scope(), then fits as usual
-    cell = _notebook_cell("MinimalAccumulating") + "\n" + _notebook_cell("Accumulating")  # it derives from the first
+    cell = _notebook_classes_source("AccumulatingAll")  # the notebook's two cells, nothing else
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1525,7 +1604,7 @@ def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
         strategy = tf.distribute.MirroredStrategy()
         with strategy.scope():
             base = make()
-            model = Accumulating(base.inputs, base.outputs, micro_size=5)
+            model = AccumulatingAll(base.inputs, base.outputs, micro_size=5)
             model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse", metrics=["mae"])
         got = model.fit(data, epochs=2, verbose=0).history
         gap = max(float(np.abs(a - b).max()) for a, b in zip(model.get_weights(), ref.get_weights()))
@@ -1631,7 +1710,7 @@ def test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full():
     # micro-batches of 5, 5, 2, compiled with tf.function(jit_compile=True) as fit does on a GPU. The last micro-batch counts as 5 rows: History's loss is
     # divided by 15 instead of 12; the data's gradient survives (its mean and its weight n_k/N miscount alike), but a
     # penalty added to every micro-batch's loss enters the update 15/12 times (SGD: an extra 0.1 * 3/12 * dP/dw)
-    Minimal = _notebook_accumulating_model()  # Accumulating: MinimalAccumulating's supports_jit plus History's line (2)
+    Minimal = _notebook_accumulating_model()  # Accumulating (History's loss tracker), compiled below with and without XLA
     x, y = _data(12)
 
     def step(penalty, xla):
@@ -1676,7 +1755,7 @@ def test_notebook_train_step_under_xla_with_a_short_last_micro_batch_differs_fro
     assert abs(got[0] - want[0]) > 1e-2, (got, want)
 
 
-@pytest.mark.parametrize("class_name", ["Accumulating"])  # supports_jit is MinimalAccumulating's line (4), inherited
+@pytest.mark.parametrize("class_name", ["Accumulating", "AccumulatingAll"])  # supports_jit = False: Accumulating's
 def test_notebook_classes_refuse_xla_in_fit_and_without_supports_jit_give_other_weights(no_op_determinism, class_name):
     # the hazard step 1 guards against: compile(jit_compile=True), which "auto" picks on a GPU. With the notebook's
     # supports_jit = False, fit warns, runs without XLA and gives fit's weights (12 examples as 5, 5, 2, an L2 penalty);
@@ -1748,22 +1827,22 @@ def test_notebook_accumulating_saves_and_reloads_with_custom_objects(tmp_path):
     # on as it would have (micro_size is not saved: it changes memory, not results)
     x, y = _xla_data()
     w = np.linspace(0.5, 2.0, 600).astype("float32")
-    Accumulating = _notebook_accumulating_model()
+    AccumulatingAll = _notebook_accumulating_model()
     base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
-    model = Accumulating(base.inputs, base.outputs, micro_size=32)
+    model = AccumulatingAll(base.inputs, base.outputs, micro_size=32)
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, metrics=["mae"])
     data = tf.data.Dataset.from_tensor_slices((x[:, :4], y, w)).batch(256)
     model.fit(data, epochs=1, verbose=0)
     model.save(tmp_path / "model.keras")
-    reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects={"Accumulating": Accumulating})
-    assert type(reloaded).__name__ == "Accumulating" and reloaded.supports_jit is False
+    reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects={"AccumulatingAll": AccumulatingAll})
+    assert type(reloaded).__name__ == "AccumulatingAll" and reloaded.supports_jit is False
     assert int(reloaded.optimizer.iterations) == 3 and reloaded.micro_size == 64  # the default
     assert _max_diff(reloaded.get_weights(), model.get_weights()) == 0.0
     want = model.fit(data, epochs=1, verbose=0).history
     got = reloaded.fit(data, epochs=1, verbose=0).history
     assert _max_diff(reloaded.get_weights(), model.get_weights()) < 1e-6
     assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
-    with pytest.raises(TypeError, match="Accumulating"):
+    with pytest.raises(TypeError, match="AccumulatingAll"):
         keras.models.load_model(tmp_path / "model.keras")  # without the class
 
 
@@ -1850,34 +1929,29 @@ def test_notebook_train_step_peak_memory_falls_with_the_micro_batch():
     assert peaks[1] - held < (peaks[0] - held) / 2, (peaks, held)
 
 
-def test_windows_figure_marks_what_each_update_adds_up():
-    # the Picture: a "+" between two micro-batches of one update (3 in an update of 4, 1 in an update of 8 + 4),
-    # none in fit's row (one box per update); a short title that says what an update is
+def test_windows_figure_says_one_thing_per_mark():
+    # the Picture, simplified in round 25 (a reader: five legend entries, plus signs, triangles, two shades of orange,
+    # a long title): an outline is an update, a fraction its gradient's weight, two colours, two legend entries,
+    # one light fill per colour, rows named in one language (micro-batches of 8), a short title
+    import matplotlib.colors
+    import matplotlib.legend
+    import matplotlib.pyplot as plt
+
     from helpers import plots
 
     fig = plots.accumulation_windows([8, 8, 8, 8, 8, 4], steps=4, epochs=2)
     ax = fig.axes[0]
-    pluses = [t for t in ax.texts if t.get_text() == "+"]
-    rows = sorted({round(t.get_position()[1]) for t in pluses})
-    assert rows == [-2, -1]  # Accumulating and the built-in
-    assert sum(round(t.get_position()[1]) == -1 for t in pluses) == 3 + 1 + 3 + 1
-    assert sum(round(t.get_position()[1]) == -2 for t in pluses) == 3 + 3 + 3
-    assert ax.get_title() == "One outline is one update: each box's gradient × the fraction written in it, added up"
-    assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
-    # a second legend names the plain "+" (round 23: no circle, it read as "joins to the box on its right") and the triangle (ax.get_legend() is the colours' legend)
-    import matplotlib.legend
-
+    assert not [t for t in ax.texts if t.get_text() == "+"] and not [line for line in ax.lines if line.get_marker() == "v"]
     legends = [c for c in ax.get_children() if isinstance(c, matplotlib.legend.Legend)]
-    marks = [legend for legend in legends if legend is not ax.get_legend()]
-    assert len(marks) == 1 and not marks[0].get_clip_on()  # drawn below the axes, not clipped away
-    assert [t.get_text() for t in marks[0].get_texts()] == [
-        "between two boxes of one update: their gradients (× fractions) are added", "the sum applied: one update"]
-    # each "+" sits between two boxes of one update: never at an update's first example
-    assert all(t.get_bbox_patch().get_edgecolor()[3] == 0 for t in pluses)  # no circle around it
-    starts = {0, 32, 44, 76}  # where fit's batches (and Accumulating's updates) begin
-    assert not {round(t.get_position()[0]) for t in pluses if round(t.get_position()[1]) == -1} & starts
-    import matplotlib.pyplot as plt
-
+    assert legends == [ax.get_legend()] and len(ax.get_legend().get_texts()) == 2
+    fills = {(matplotlib.colors.to_hex(p.get_facecolor()), round(p.get_facecolor()[3], 2))
+             for p in ax.patches if p.get_facecolor()[3] > 0 and not p.get_hatch()}
+    assert fills == {("#0072b2", 0.25), ("#d55e00", 0.25)}, fills  # one shade per colour
+    assert ax.get_title() == "One outline is one update; a fraction in a box is its gradient's weight"
+    assert len(ax.get_title()) < 80
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "fit, batches of 32\n(4 micro-batches of 8)", "Accumulating,\nmicro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
+    assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
     plt.close(fig)
 
 

@@ -182,6 +182,15 @@ def test_accumulation_memory_draws_the_time_of_one_update_with_ratios():
                                   seconds=[1.0, 0.0])
 
 
+def _update_outlines(ax):
+    """(first example, last example, row, colour) of each update's outline (no fill, a thick edge)."""
+    import matplotlib.colors
+
+    return sorted((round(p.get_x()), round(p.get_x() + p.get_width()), round(p.get_y() + 0.37),
+                   matplotlib.colors.to_hex(p.get_edgecolor()))
+                  for p in ax.patches if p.get_facecolor()[3] == 0 and p.get_linewidth() > 2)
+
+
 def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     import matplotlib.colors
     import pytest
@@ -194,22 +203,17 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert texts.count("32 examples") == 2 and texts.count("12 examples") == 2
     assert texts.count("8/32") == 8 and texts.count("8/12") == 2 and texts.count("4/12") == 2
     assert texts.count("1/4") == 12
-    triangles = [line for line in ax.lines if line.get_marker() == "v"]
-    # each just inside its update's outline, at its end (rounded up: the example where the update ends)
-    where = [(math.ceil(float(t.get_xdata()[0])), float(t.get_ydata()[0]), matplotlib.colors.to_hex(t.get_color()))
-             for t in triangles]
-    assert sorted(x for x, _, _ in where) == [32, 32, 32, 44, 44, 60, 76, 76, 88, 88, 88]
+    # one outline per update, ending where the update is applied (rounded: a small gap between two outlines)
+    outlines = _update_outlines(ax)
+    assert len(outlines) == 11
+    assert sorted(end for _, end, _, _ in outlines) == [32, 32, 32, 44, 44, 60, 76, 76, 88, 88, 88]
     # one meaning for colour in every row: blue, an update equal to one of fit's; vermillion, one fit never makes
     blue, vermillion = "#0072b2", "#d55e00"
-    keras_row = min(y for _, y, _ in where)
-    assert sorted((x, c) for x, y, c in where if y == keras_row) == [(32, blue), (60, vermillion), (88, vermillion)]
-    assert {c for _, y, c in where if y != keras_row} == {blue}
-    outlines = [p for p in ax.patches if p.get_facecolor()[3] == 0 and p.get_linewidth() > 2]
-    assert len(outlines) == 11  # one per update
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["an update fit makes too (same examples, same weights)",
-                                                                   "an update fit never makes",
-                                                                   "4 examples count 1/4, as much as 8"]
-    assert ax.get_yticklabels()[1].get_text() == "Accumulating(micro_size=8)\non fit's batches of 32"
+    keras_row = min(row for _, _, row, _ in outlines)
+    assert [(end, c) for _, end, row, c in outlines if row == keras_row] == [(32, blue), (60, vermillion), (88, vermillion)]
+    assert {c for _, _, row, c in outlines if row != keras_row} == {blue}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["the same update as fit", "an update fit never makes"]
+    assert ax.get_yticklabels()[1].get_text() == "Accumulating,\nmicro-batches of 8"
     # every label inside its box: the small box's "4/12" too
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -221,13 +225,12 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert ax.get_xlim()[1] < 89  # the axis ends with the data
     # the legend's keys look like the updates they name: a light fill inside a thick outline of the colour
     keys = ax.get_legend().get_patches()
-    assert [matplotlib.colors.to_hex(k.get_edgecolor()) for k in keys[:2]] == [blue, vermillion]
-    assert all(k.get_linewidth() > 2 and k.get_facecolor()[3] < 0.5 for k in keys[:2])
-    # the trap at a glance: Keras' two micro-batches of 4, weighted 1/4 each (their share: 4/28), filled solid
-    solid = [p for p in ax.patches if p.get_facecolor()[3] > 0.5 and p.get_width() < 10]
-    assert sorted((p.get_x(), p.get_width()) for p in solid) == [(40, 4), (84, 4)]
-    assert {matplotlib.colors.to_hex(p.get_facecolor()) for p in solid} == {vermillion}
-    assert ax.get_yticklabels()[0].get_text() == "fit(batch_size=32)\nbatches of 32 + 12 per epoch"
+    assert [matplotlib.colors.to_hex(k.get_edgecolor()) for k in keys] == [blue, vermillion]
+    assert all(k.get_linewidth() > 2 and k.get_facecolor()[3] < 0.5 for k in keys)
+    # each box filled in its update's colour, lightly (one shade per colour)
+    boxes = [p for p in ax.patches if 0 < p.get_facecolor()[3] < 0.5 and p.get_width() < 10 and not p.get_hatch()]
+    assert {matplotlib.colors.to_hex(p.get_facecolor()) for p in boxes if p.get_x() in (40, 84) and round(p.get_y() + 0.3) == -2} == {vermillion}
+    assert ax.get_yticklabels()[0].get_text() == "fit, batches of 32\n(4 micro-batches of 8)"
     epoch_lines = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert len(epoch_lines) == 1 and list(epoch_lines[0].get_xdata()) == [44, 44]
     with pytest.raises(ValueError, match="sizes is empty"):
@@ -241,14 +244,10 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
 
 
 def test_accumulation_windows_marks_equal_weights_of_unequal_micro_batches_as_not_fits():
-    import matplotlib.colors
-
     fig = plots.accumulation_windows([5, 5, 2], steps=3, epochs=1)  # the trap: one update of 12 either way
-    triangles = [line for line in fig.axes[0].lines if line.get_marker() == "v"]
-    colours = [matplotlib.colors.to_hex(t.get_color()) for t in sorted(triangles, key=lambda t: -t.get_ydata()[0])]
+    colours = [c for _, _, _, c in sorted(_update_outlines(fig.axes[0]), key=lambda o: -o[2])]
     assert colours == ["#0072b2", "#0072b2", "#d55e00"]  # fit, ours, Keras (1/3 each where fit gives 5/12 ...)
-    solid = [p for p in fig.axes[0].patches if p.get_facecolor()[3] > 0.5]
-    assert [(p.get_x(), p.get_width()) for p in solid] == [(10, 2)]  # only the 2 examples weighted like 5
+    assert [t.get_text() for t in fig.axes[0].texts if t.get_text() in ("1/3", "2/12")] == ["2/12", "1/3", "1/3", "1/3"]
 
 
 def test_accumulation_windows_hatches_what_keras_leaves_waiting():

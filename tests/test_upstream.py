@@ -142,8 +142,9 @@ def _nb02_max_diff(a, b):
 
 
 def test_keras_fit_runs_train_step_with_autograph_off():
-    # notebook 02 (round 23: the table's row (1), "leaving Python loops as they are"), linked to the line of Keras' source that marks fit's step
-    # function do_not_convert (calls from it are not converted); the class's own @tf.function converts its loop
+    # notebook 02's @tf.function line (its comment quotes the error without it); the table of docs/accumulation.md ("The
+    # minimal class without the extra lines", in the notebook in rounds 23-24) links the line of Keras' source that marks
+    # fit's step function do_not_convert (calls from it are not converted); the class's own @tf.function converts its loop
     import inspect
     import json
     import re
@@ -157,8 +158,14 @@ def test_keras_fit_runs_train_step_with_autograph_off():
               and lines[i + 1].strip().startswith("def one_step_on_data(")]
     assert marked, lesson(NB02, "Keep `fit`: the loop inside `train_step`",
                           "Keras marks fit's one_step_on_data with tf.autograph.experimental.do_not_convert")
-    cells = json.loads((Path(__file__).resolve().parents[1] / NB02).read_text())["cells"]
-    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    root = Path(__file__).resolve().parents[1]
+    cells = json.loads((root / NB02).read_text())["cells"]
+    # round 25, third pass: the line carries its tag, "fit: (b)"; the markdown after the run quotes the error
+    assert any(re.search(r"\n    @tf\.function +# fit: \(b\)\n", "".join(c["source"])) for c in cells)
+    assert any("(b) `@tf.function`" in "".join(c["source"]) and "Iterating over a symbolic" in "".join(c["source"])
+               for c in cells if c["cell_type"] == "markdown")
+    text = (root / "docs" / "accumulation.md").read_text(encoding="utf-8")
+    text = text.split("\n## The minimal class without the extra lines\n")[1].split("\n## ")[0]
     version, line = re.search(r"keras/blob/v([\d.]+)/keras/src/backend/tensorflow/trainer\.py#L(\d+)", text).groups()
     if version == keras.__version__:  # the link points at the marked line of the Keras it names
         assert int(line) in marked, lesson(NB02, "Keep `fit`: the loop inside `train_step`",
@@ -180,7 +187,7 @@ def test_keras_builtin_accumulation_weights_micro_batches_equally():
     model.set_weights(start)
     full = _nb02_gradient(model, x, y)
     assert _nb02_max_diff(step, equal) < 1e-6 and _nb02_max_diff(step, full) > 1e-3, lesson(
-        NB02, "What most Keras users try first", "Keras' gradient_accumulation_steps averages the micro-batches with equal weights, "
+        NB02, "Picture: what most Keras users try first, next to `fit`", "Keras' gradient_accumulation_steps averages the micro-batches with equal weights, "
         "so micro-batches of 5, 5 and 2 examples differ from the full batch")
 
 
@@ -197,7 +204,7 @@ def test_keras_builtin_accumulation_window_counter_carries_across_epochs():
         g1, g2 = (_nb02_gradient(reference, *b) for b in (first, second))
         sgd.apply_gradients(zip([(a + b) / 2 for a, b in zip(g1, g2)], reference.trainable_variables))
     assert _nb02_max_diff(model.get_weights(), reference.get_weights()) < 1e-6, lesson(
-        NB02, "What most Keras users try first", "Keras' accumulation window counter is global: the 5th micro-batch of epoch 1 "
+        NB02, "Picture: what most Keras users try first, next to `fit`", "Keras' accumulation window counter is global: the 5th micro-batch of epoch 1 "
         "shares a window with the 1st of epoch 2")
 
 
@@ -213,7 +220,7 @@ def test_keras_activity_regularisers_divide_by_the_batch_size_from_3_14():
         layer(tf.ones([n, 1]))
         expected = 2.0 if divides else 2.0 * n
         assert np.isclose(float(layer.losses[0]), expected), lesson(
-            NB02, "The version to copy", f"Keras {keras.__version__} {'divides an activity regulariser by the batch size' if divides else 'sums an activity regulariser over the batch'} "
+            NB02, "Keep `fit`: the loop inside `train_step`", f"Keras {keras.__version__} {'divides an activity regulariser by the batch size' if divides else 'sums an activity regulariser over the batch'} "
             "(helpers.accumulation accepts such models only where it divides, see accumulated_gradients)")
 
 
@@ -638,7 +645,7 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
 
 # --------------------------------------------------------------------------- several workers (issue 23)
 # One cluster of two local workers (helpers.workers.run_workers) checks every fact at once; the
-# facts are taught in docs/multi-worker.md (notebook 02's "The version to copy" links to it).
+# facts are taught in docs/multi-worker.md (notebook 02's "Add these lines only if your case is one of these" covers several GPUs).
 
 MULTI = "notebooks/02_gradient_accumulation.ipynb"
 MULTI_DOCS = "docs/multi-worker.md"

@@ -101,16 +101,14 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     """Notebook 02's picture: which micro-batches make each update, and with what weight.
 
     ``sizes``: the examples of each micro-batch of one epoch, in order; ``steps`` micro-batches
-    make a large batch; ``epochs`` passes. Three rows share one axis of examples read: the large
-    batches (``fit(batch_size=steps * sizes[0])``, one box per batch, labelled with its examples), the
-    size-weighted loop (notebook 02's ``Accumulating``: each large batch split into its micro-batches,
-    each labelled with the fraction ``n / batch`` its gradient is multiplied by) and Keras' ``gradient_accumulation_steps`` (one global counter; every
-    micro-batch multiplied by ``1 / steps``; a last window that never fills stays unapplied, hatched). An
-    outline groups the micro-batches of one update, a plain "+" between two of its boxes says their gradients
-    (times their fractions) are added, a triangle marks where the sum is applied, a dashed line each new epoch (a second
-    legend, under the colours' one, names the "+" and the triangle). Colour says whether an update equals one of fit's large batches (blue) or not
-    (vermillion), in every row alike; a micro-batch counted above its share of its update's examples
-    (the trap: 4 examples count 1/4, as much as 8) is filled solid vermillion.
+    make a large batch; ``epochs`` passes. Three rows share one axis of examples read: ``fit`` on the
+    large batches (one box per batch, labelled with its examples), the size-weighted loop (notebook 02's
+    ``Accumulating``: each large batch split into its micro-batches, each labelled with the fraction
+    ``n / batch`` its gradient is multiplied by) and Keras' ``gradient_accumulation_steps`` (one global
+    counter; every micro-batch multiplied by ``1 / steps``; a last window that never fills stays
+    unapplied, hatched). One outline is one update; a dashed line marks each new epoch. Colour has one
+    meaning, in every row alike: blue, an update ``fit`` makes too (the same examples, the same
+    weights); vermillion, an update ``fit`` never makes.
 
     >>> fig = accumulation_windows([8, 8, 4], steps=2, epochs=2)
     >>> [t.get_text() for t in fig.axes[0].texts if "update" in t.get_text()]
@@ -121,7 +119,6 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
 
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgba
-    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     from helpers.arguments import require_int
@@ -137,18 +134,16 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     keras_applied = _windows(sizes, steps, epochs, per_epoch=False)
     waiting = keras_applied.pop() if len(keras_applied[-1]) < steps else []  # never applied: kept in Keras' sums
     large = steps * sizes[0]
-    per_epoch = " + ".join(str(sum(w)) for w in _windows(sizes, steps, 1, per_epoch=True))
     rows = [
-        (f"fit(batch_size={large})\nbatches of {per_epoch} per epoch", [[sum(w)] for w in ours], "batch"),
-        (f"Accumulating(micro_size={sizes[0]})\non fit's batches of {large}", ours, "size"),
-        (f"Keras' built-in\ngradient_accumulation_steps={steps}", keras_applied, "equal"),
+        (f"fit, batches of {large}\n({steps} micro-batches of {sizes[0]})", [[sum(w)] for w in ours], "batch"),
+        (f"Accumulating,\nmicro-batches of {sizes[0]}", ours, "size"),
+        (f"Keras' built-in,\n{steps} micro-batches of {sizes[0]}", keras_applied, "equal"),
     ]
     ends = list(itertools.accumulate(sum(w) for w in ours))
     fit_batches = {(end - sum(w), sum(w)) for end, w in zip(ends, ours)}  # (first example, examples) of fit's
     total = epochs * sum(sizes)
-    fig, ax = new_figure(width=13, height=5.5)
+    fig, ax = new_figure(width=15, height=4.4)
     ax.grid(False)
-    over = ""  # the first micro-batch weighted above its share, named in the legend
     for row, (label, windows, rule) in enumerate(rows):
         y, start = -row, 0
         for window in windows:
@@ -156,23 +151,15 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             color = _SAME_AS_FIT if weights_right and (start, sum(window)) in fit_batches else _NOT_FIT
             first = start
             for size in window:
-                heavy = rule == "equal" and Fraction(1, len(window)) > Fraction(size, sum(window))
-                over = over or (f"{size} examples count {Fraction(1, len(window))}, as much as "
-                                f"{max(window)}" if heavy else "")
-                ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=_NOT_FIT if heavy else color,
-                                           alpha=0.85 if heavy else 0.3, edgecolor="grey", linewidth=0.6))
+                ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=color, alpha=0.25,
+                                           edgecolor="grey", linewidth=0.6))
                 share = {"batch": f"{size} examples", "size": f"{size}/{sum(window)}",
                          "equal": f"{Fraction(1, len(window))}"}[rule]
-                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=11,
-                        color="white" if heavy else "black", fontweight="bold" if heavy else "normal")
-                if start > first:  # the gradients of one update's micro-batches are added up
-                    ax.text(start, y + 0.3, "+", ha="center", va="center", fontsize=12, fontweight="bold",
-                            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"})
+                ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=11)
                 start += size
             inset = total * 0.003  # a gap between the outlines of two updates
             ax.add_patch(plt.Rectangle((first + inset, y - 0.37), start - first - 2 * inset, 0.74,
                                        facecolor="none", edgecolor=color, linewidth=2.2))
-            ax.plot([start - 2 * inset], [y + 0.47], marker="v", color=color, markersize=7, markeredgecolor="black")
         for size in (waiting if rule == "equal" else []):
             ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor="white", hatch="///",
                                        edgecolor="grey", linewidth=0.8))
@@ -181,26 +168,16 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
         ax.text(total * 1.01, y, f"{len(windows)} updates{late}", va="center", fontsize=11, clip_on=False)
     for epoch in range(1, epochs):
         ax.axvline(epoch * sum(sizes), color="black", ls="--", lw=1.2)
-        ax.text(epoch * sum(sizes) + 0.5, 0.78, f"epoch {epoch + 1} starts", fontsize=11, va="bottom")
+        ax.text(epoch * sum(sizes) + 0.5, 0.45, f"epoch {epoch + 1} starts", fontsize=11, va="bottom")
     ax.set_yticks([-r for r in range(len(rows))], [label for label, _, _ in rows], fontsize=11)
     ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
-    ax.set_ylim(-len(rows) + 0.25, 1.15)
+    ax.set_ylim(-len(rows) + 0.5, 0.75)
     ax.set_xlabel("examples read (a box is as wide as its micro-batch)", fontsize=11)
-    ax.set_title("One outline is one update: each box's gradient × the fraction written in it, added up",
-                 fontsize=13)
-    keys = [Patch(facecolor=to_rgba(color, 0.3), edgecolor=color, linewidth=2.2, label=label)
-            for color, label in [(_SAME_AS_FIT, "an update fit makes too (same examples, same weights)"),
+    ax.set_title("One outline is one update; a fraction in a box is its gradient's weight", fontsize=13)
+    keys = [Patch(facecolor=to_rgba(color, 0.25), edgecolor=color, linewidth=2.2, label=label)
+            for color, label in [(_SAME_AS_FIT, "the same update as fit"),
                                  (_NOT_FIT, "an update fit never makes")]]
-    if over:
-        keys.append(Patch(facecolor=to_rgba(_NOT_FIT, 0.85), edgecolor="grey",
-                          label=over))
-    marks = [Line2D([], [], linestyle="none", marker="P", markersize=10, color="black",
-                    label="between two boxes of one update: their gradients (× fractions) are added"),
-             Line2D([], [], linestyle="none", marker="v", markersize=9, color="grey", markeredgecolor="black",
-                    label="the sum applied: one update")]
-    ax.add_artist(ax.legend(handles=marks, loc="upper center", bbox_to_anchor=(0.45, -0.33), ncol=2, fontsize=11,
-                            frameon=False)).set_clip_on(False)  # add_artist clips to the axes: the legend is below
-    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.2), ncol=3, fontsize=11)  # get_legend()
+    ax.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.45, -0.22), ncol=2, fontsize=11)
     ax.spines[["left"]].set_visible(False)
     fig.tight_layout()
     return fig
