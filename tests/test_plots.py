@@ -784,3 +784,22 @@ def test_snapshot_labels_draws_the_synced_run_as_steps_the_others_as_lines_with_
         plots.snapshot_labels(labels, exact=0.0, syncs=("soft copy", 10))
     with pytest.raises(ValueError, match="syncs' interval"):
         plots.snapshot_labels(labels, exact=0.0, syncs=("hard copy", 0))
+
+
+def test_snapshot_ring_colours_each_point_by_its_reward_and_draws_the_arrows_asked_for():
+    from helpers import snapshot_data
+
+    data = snapshot_data.ring()
+    fig = plots.snapshot_ring(data.states, data.rewards, arrows=4)
+    ax = fig.axes[0]
+    dots = ax.collections[0]
+    np.testing.assert_allclose(dots.get_offsets(), data.states)  # every point, where it is
+    np.testing.assert_allclose(dots.get_array(), data.rewards[:, 0])  # coloured by its reward
+    assert sum(type(t).__name__ == "Annotation" for t in ax.texts) == 4
+    assert "32 points" in ax.get_title() and "0.9" in ax.get_title()
+    with pytest.raises(ValueError, match="states"):
+        plots.snapshot_ring(np.zeros((3, 3)), np.zeros(3))
+    with pytest.raises(ValueError, match="rewards"):
+        plots.snapshot_ring(data.states, np.zeros(5))
+    with pytest.raises(ValueError, match="arrows"):
+        plots.snapshot_ring(data.states, data.rewards, arrows=33)

@@ -879,8 +879,9 @@ def _from_notebook(*names):
         if cell.cell_type != "code" or cell.source.lstrip().startswith(("%", "# Colab")):
             continue
         for node in ast.parse(cell.source).body:
+            targets = [e for t in getattr(node, "targets", []) for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
             defined = {node.name} if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else {
-                t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)}
+                t.id for t in targets if isinstance(t, ast.Name)}
             if defined & wanted:
                 found.append(node)
                 wanted -= defined
@@ -910,8 +911,8 @@ def _from_docs(scope):
 @pytest.fixture(scope="module")
 def nb():
     scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "ValueNet",
-                           "TargetLearner", "points", "angles", "states", "next_states", "rewards", "moves",
-                           "exact_values", "make_soft_sync", "SoftLearner")
+                           "TargetLearner", "ring_data", "states", "next_states", "rewards", "exact_values",
+                           "make_soft_sync", "SoftLearner")
     scope = _from_docs(scope)
     scope["make_models"] = lambda seed=0: _make_models(scope, seed)
     scope["value_errors"] = lambda *args, **kwargs: _value_errors(scope, *args, **kwargs)
@@ -1703,8 +1704,8 @@ def test_the_rings_exact_values_and_bad_arguments():
 
 
 def test_the_notebooks_ring_is_built_in_the_notebook_as_snapshot_data_builds_it(nb):
-    # Round 23: the notebook builds its data in plain NumPy (its values solved exactly); the same arrays as
-    # snapshot_data.ring(), whose tests above check the equations.
+    # Round 23 built the data in plain NumPy in the notebook; since round 25's fourth edit the notebook takes
+    # snapshot_data.ring(points=32, gamma=0.9, seed=0), whose tests above check the equations: the same arrays.
     ring = snapshot_data.ring()
     for name in ("states", "next_states", "rewards"):
         np.testing.assert_array_equal(nb[name], getattr(ring, name))
@@ -1892,7 +1893,10 @@ def test_the_notebooks_plain_loop_template_learns_as_its_target_learner_in_fit_d
     # TargetLearner since round 25's second edit), run as it stands: the loop with stop_gradient, make_sync and
     # the every-10 tf.cond sync ends where TargetLearner's fit ends (seen 0.46 and 0.46), far below the start (2.28).
     source = _notebook_source_of_cell("def train_step(x, x_next, r)")
-    assert "tf.stop_gradient(target(x_next))" in source and "optimizer.iterations % 10 == 0" in source
+    assert "tf.stop_gradient(target(x_next, training=False))" in source and "optimizer.iterations % 10 == 0" in source
+    # round 25, fourth edit: the frozen copy is called in inference mode in the loop, TargetLearner and WithPastB alike
+    assert "self.target(next_states, training=False)" in _notebook_source_of_cell("class TargetLearner(")
+    assert "self.past_b(h, training=False)" in _notebook_source_of_cell("class WithPastB(")
     keras.utils.set_random_seed(0)
     value, target = nb["ValueNet"](32), nb["ValueNet"](32)
     value(nb["states"]), target(nb["states"][:1])

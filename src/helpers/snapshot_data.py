@@ -76,7 +76,7 @@ def no_copy_learner(value: Any, target: None = None, gamma: float = 0.9) -> Any:
         def train_step(self, data: Any) -> dict[str, Any]:
             states, next_states, rewards = data
             with tf.GradientTape() as tape:
-                labels = rewards + gamma * tf.stop_gradient(self.value(next_states))
+                labels = rewards + gamma * tf.stop_gradient(self.value(next_states, training=False))
                 loss = tf.reduce_mean(tf.square(labels - self.value(states, training=True)))
             grads = tape.gradient(loss, self.value.trainable_variables)
             self.optimizer.apply_gradients(zip(grads, self.value.trainable_variables))

@@ -8,7 +8,7 @@ import numpy as np
 
 from helpers.plots._style import COLORS, new_figure
 
-__all__ = ["snapshot_labels", "snapshot_lag", "snapshot_step_order", "snapshot_targets"]
+__all__ = ["snapshot_labels", "snapshot_lag", "snapshot_ring", "snapshot_step_order", "snapshot_targets"]
 
 
 def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None,
@@ -63,6 +63,50 @@ def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tup
     ax.set_ylabel("steps past B is behind B")
     ax.set_title("How far behind B is the past network when step t evaluates with it?")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, labelspacing=1.0)
+    fig.tight_layout()
+    return fig
+
+
+def snapshot_ring(states: Any, rewards: Any, *, arrows: int = 4, gamma: float = 0.9) -> Any:
+    """Notebook 05's data at a glance: the points on a circle, each coloured by its reward, and an arrow
+    from the first ``arrows`` points to the point each moves to (the next one around the circle).
+
+    ``states`` holds one (x, y) point per row, ``rewards`` one reward per point (any shape of that size).
+    The title says how a point's label is made (``gamma`` is the discount written there).
+
+    >>> import numpy as np
+    >>> angles = 2 * np.pi * np.arange(8) / 8
+    >>> fig = snapshot_ring(np.stack([np.cos(angles), np.sin(angles)], axis=1), np.arange(8.0), arrows=2)
+    >>> sum(type(t).__name__ == "Annotation" for t in fig.axes[0].texts)  # one arrow per point asked for
+    2
+    """
+    points = np.asarray(states, dtype=float)
+    reward = np.asarray(rewards, dtype=float).reshape(-1)
+    if points.ndim != 2 or points.shape[1] != 2 or points.shape[0] < 2:
+        raise ValueError(f"states must be (points, 2) with at least 2 points, got shape {points.shape}")
+    if reward.size != points.shape[0]:
+        raise ValueError(f"rewards must hold one reward per point ({points.shape[0]}), got {reward.size}")
+    if isinstance(arrows, bool) or not isinstance(arrows, int) or not 0 <= arrows <= points.shape[0]:
+        raise ValueError(f"arrows must be a number of points from 0 to {points.shape[0]}, got {arrows!r}")
+    fig, ax = new_figure(width=5.6, height=4.6)
+    limit = float(np.abs(reward).max()) or 1.0
+    dots = ax.scatter(points[:, 0], points[:, 1], c=reward, cmap="coolwarm", vmin=-limit, vmax=limit, s=70,
+                      edgecolors="black", linewidths=0.5, zorder=3)
+    fig.colorbar(dots, ax=ax, shrink=0.8, label="reward of the point")
+    for i in range(arrows):
+        ax.annotate("", xy=points[(i + 1) % len(points)] * 1.18, xytext=points[i] * 1.18,
+                    arrowprops=dict(arrowstyle="->", color="black", lw=1.3, connectionstyle="arc3,rad=0.25"))
+    ax.text(*(points[0] * 1.42), "point 0", ha="center", va="center", fontsize=9)
+    ax.set_aspect("equal")
+    ax.set_xlim(-1.6, 1.6)
+    ax.set_ylim(-1.45, 1.45)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.grid(False)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.set_title(f"{len(points)} points on a circle; arrows: to the next point\n"
+                 f"label = own reward + {gamma:g} × prediction for the next point", fontsize=11)
     fig.tight_layout()
     return fig
 
