@@ -878,8 +878,11 @@ def test_the_docs_block_to_copy_is_the_notebooks_code_and_runs(capsys):
         keras.config.set_floatx("float32")
         keras.config.set_dtype_policy("float32")
     assert scope["model"].layers[0].kernel.dtype == "float64" and scope["your_loss"].dtype == "float64"
-    assert capsys.readouterr().out.splitlines() == [
-        "all the data: 100 iterations, 110 passes, loss 0.0061",
+    out = capsys.readouterr().out.splitlines()
+    # cell C's passes: 110 on round 25's CPU, 111 on round 26's AMD EPYC (rounding; the loss agrees)
+    assert out[0] in ("all the data: 100 iterations, 110 passes, loss 0.0061",
+                      "all the data: 100 iterations, 111 passes, loss 0.0061")
+    assert out[1:] == [
         "one batch at a time, after pass 1: loss on all the data 0.1325",
         "one batch at a time, after pass 2: loss on all the data 0.0420",
         "one batch at a time, after pass 3: loss on all the data 0.0274"]
@@ -1179,8 +1182,11 @@ def test_one_batch_at_a_time_lbfgs_ends_above_adam_at_equal_evaluations_whatever
 def test_in_the_notebooks_float64_session_adam_needs_more_passes_than_lbfgs_to_reach_lbfgs_loss():
     """Notebook 01's Cost (round 25): cell C's L-BFGS takes 110 passes to 0.0061; Adam at 0.03 (its best
     rate in the table's row C) needs about 160 passes to get there (163 here), the N_L and N_A of the
-    Cost section's break-even. Since round 25's third edit the notebook computes and prints both in a
-    checked cell (float64: the replay compares them); this test keeps them pinned outside it."""
+    Cost section's break-even. Since round 26 the notebook's Cost times both for the same seconds
+    instead, and its decision box says "cell C's fewer passes win when reading the data is slow": this
+    test keeps that claim (fewer passes to the same loss) pinned. Round 26: the passes are 110 on the
+    CPU of round 25's runs and 111 on round 26's AMD EPYC (rounding differs by CPU; the loss agrees to
+    4 digits), so both are accepted, nothing else."""
     from scipy.optimize import minimize
 
     with _Float64Session():
@@ -1196,7 +1202,7 @@ def test_in_the_notebooks_float64_session_adam_needs_more_passes_than_lbfgs_to_r
         reached = lambda epoch, logs: setattr(net, "stop_training", float(loss(targets, net(features))) <= result.fun)
         history = net.fit(batches, epochs=1000, shuffle=False, verbose=0,
                           callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=reached)])
-    assert result.nfev == 110 and result.fun == pytest.approx(0.0061, abs=1e-4)
+    assert result.nfev in (110, 111) and result.fun == pytest.approx(0.0061, abs=1e-4)  # 110 or 111 by CPU
     assert 150 <= len(history.epoch) <= 175  # "N_A ≈ 160"
 
 

@@ -116,6 +116,23 @@ def test_held_vs_leaky_writes_each_runs_loss_on_all_the_data_on_its_panel():
         plots.held_vs_leaky([133.0], [], [133.0], [], all_data_losses=(2.5, float("nan")))
 
 
+def test_held_vs_leaky_shades_and_names_each_iteration_of_the_leaky_run():
+    # round 26: which evaluations belong to one iteration (one line search), at a glance
+    points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.7), np.full(2, 0.5)]
+    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
+    top, bottom = fig.axes
+    spans = [patch.get_x() for patch in bottom.patches] + [patch.get_x() + patch.get_width() for patch in bottom.patches]
+    assert len(bottom.patches) == 2 and sorted(spans) == [1.5, 3.5, 3.5, 5.5]  # evaluations 2-3, then 4-5
+    names = [t for t in bottom.texts if t.get_text().startswith("iteration")]
+    assert [(t.get_text(), t.xy[0]) for t in names] == [("iteration 1", 2.5), ("iteration 2", 4.5)]
+    assert not top.patches  # the held run is not shaded
+    fig = plots.held_vs_leaky([133.0, 3.6], [2], [133.0, 2.0, 9.0], [2])  # a last, unfinished line search
+    assert [t.get_text() for t in fig.axes[1].texts if t.get_text().startswith("iteration")] == ["iteration 1",
+                                                                                                  "iteration 2"]
+    fig = plots.held_vs_leaky([133.0], [], [133.0], [])  # the start alone: no iteration
+    assert not fig.axes[1].patches
+
+
 def test_held_vs_leaky_says_the_held_run_stopped_at_its_cap_not_by_converging():
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=2)
     assert fig.axes[0].texts[0].get_text() == "stops at its cap of 2 iterations"

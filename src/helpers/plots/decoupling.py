@@ -47,8 +47,10 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     evaluations". When that last point has exactly the weights of the accepted point k before (needs
     ``leaky_points``), it is an open square, not a dot, labelled in plain words: the same weights as k,
     re-read on the last batch, no lower, so SciPy says 'converged'. ``all_data_losses`` (optional) are
-    the two runs' final losses on all the data, written in each panel's lower left, so the figure ties
-    to the judge's numbers; the y-axis says the points are losses on the batch read, not on all the data.
+    the two runs' final losses on all the data, written large and boxed in each panel's lower left, so
+    the figure ties to the judge's numbers. The bottom panel shades each iteration's evaluations (from
+    the one after an accepted point to the next accepted point: one line search), named "iteration k".
+    The y-axis says the points are losses on the batch read, not on all the data.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
     >>> top, bottom = fig.axes
@@ -94,6 +96,15 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         bottom.annotate(f"batch {k}", (k, loss), textcoords="offset points", xytext=(0, 9), ha="center",
                         fontsize=8, color="0.35")
 
+    # each iteration's evaluations shaded, alternately, and named: evaluations after one accepted point
+    # up to the next (a line search); trailing evaluations after the last accepted point form the last
+    ends = [1, *(int(i) for i in leaky_accepted)] + ([len(seen)] if leaky_accepted and int(leaky_accepted[-1]) < len(seen) else [])
+    ends = ends if len(ends) > 1 else [1, len(seen)] if len(seen) > 1 else []
+    for number, (first, last) in enumerate(zip(ends, ends[1:]), start=1):
+        bottom.axvspan(first + 0.5, last + 0.5, color="0.5" if number % 2 else "0.75", alpha=0.12, lw=0, zorder=0)
+        bottom.annotate(f"iteration {number}", ((first + 1 + last) / 2, 0.97), xycoords=("data", "axes fraction"),
+                        ha="center", va="top", fontsize=9, color="0.3", fontstyle="italic")
+
     held_stop = f"stops after {len(values)} evaluations"
     if max_iterations is not None and len(held_accepted) >= max_iterations:  # the cap, not convergence
         held_stop = f"stops at its cap of {max_iterations} iterations"
@@ -130,7 +141,8 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     for ax, end in zip((top, bottom), all_data_losses or (None, None)):
         ax.set_ylabel("loss on the batch it read\n(not all the data)")
         if end is not None:
-            ax.text(0.01, 0.04, f"at its end, loss on all the data: {end:.2f}", transform=ax.transAxes,
-                    fontsize=9, color="0.2", ha="left", va="bottom")
+            ax.text(0.015, 0.05, f"at its end, loss on all the data: {end:.2f}", transform=ax.transAxes,
+                    fontsize=11, fontweight="bold", color="0.1", ha="left", va="bottom",
+                    bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.6"})
     fig.tight_layout()
     return fig
