@@ -66,7 +66,7 @@ def test_held_vs_leaky_draws_both_runs_the_same_way_and_joins_neither():
     assert all(line.get_alpha() == 0.5 for ax in fig.axes for line in ax.lines if line.get_marker() == "x")
     low, high = bottom.get_ylim()
     assert 0.1 / 10 < low <= 0.1 / 4 and 430.0 <= high <= 430.0 * 6  # every point on the scale, room for labels
-    assert [t.get_text() for t in top.texts] == ["stops after 5 evaluations"]
+    assert [t.get_text() for t in top.texts if not _iteration_name(t)] == ["stops after 5 evaluations"]
     assert [t.get_text() for t in bottom.texts][-1] == "stops after 3 evaluations"
     assert [t.get_text() for t in top.get_legend().get_texts()] == ["accepted point (all on batch 1)",
                                                                      "rejected trial (same batch: normal)"]
@@ -116,28 +116,40 @@ def test_held_vs_leaky_writes_each_runs_loss_on_all_the_data_on_its_panel():
         plots.held_vs_leaky([133.0], [], [133.0], [], all_data_losses=(2.5, float("nan")))
 
 
-def test_held_vs_leaky_shades_and_names_each_iteration_of_the_leaky_run():
-    # round 26: which evaluations belong to one iteration (one line search), at a glance
-    points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.7), np.full(2, 0.5)]
-    fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
+def _iteration_name(text):
+    return text.get_text().startswith("iteration") or text.get_text().isdigit()
+
+
+def _spans(ax):
+    return [(patch.get_x(), patch.get_x() + patch.get_width()) for patch in ax.patches]
+
+
+def test_held_vs_leaky_shades_and_names_each_iteration_in_both_panels_the_same_way():
+    # round 26: which evaluations belong to one iteration (one line search), at a glance; second pass:
+    # both panels, iteration 1 from the start (evaluation 1), a narrow iteration named by its number
+    points = [np.zeros(2), np.ones(2), np.full(2, 0.5), np.full(2, 0.7), np.full(2, 0.5), np.full(2, 0.6)]
+    fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0, 9.0, 7.0, 8.1], [3, 6],
+                              points)
     top, bottom = fig.axes
-    spans = [patch.get_x() for patch in bottom.patches] + [patch.get_x() + patch.get_width() for patch in bottom.patches]
-    assert len(bottom.patches) == 2 and sorted(spans) == [1.5, 3.5, 3.5, 5.5]  # evaluations 2-3, then 4-5
-    names = [t for t in bottom.texts if t.get_text().startswith("iteration")]
-    assert [(t.get_text(), t.xy[0]) for t in names] == [("iteration 1", 2.5), ("iteration 2", 4.5)]
-    assert not top.patches  # the held run is not shaded
+    assert _spans(bottom) == [(0.5, 3.5), (3.5, 6.5)]  # evaluations 1-3, then 4-6
+    names = [t for t in bottom.texts if _iteration_name(t)]
+    assert [(t.get_text(), t.xy[0]) for t in names] == [("iteration 1", 2.0), ("iteration 2", 5.0)]
+    assert _spans(top) == [(0.5, 3.5), (3.5, 4.5), (4.5, 5.5)]  # the held run: the same rule
+    assert [(t.get_text(), t.xy[0]) for t in top.texts if _iteration_name(t)] == [("iteration 1", 2.0), ("2", 4.0),
+                                                                                   ("3", 5.0)]
+    assert [p.get_facecolor() for p in top.patches][:2] == [p.get_facecolor() for p in bottom.patches]  # same shades
     fig = plots.held_vs_leaky([133.0, 3.6], [2], [133.0, 2.0, 9.0], [2])  # a last, unfinished line search
-    assert [t.get_text() for t in fig.axes[1].texts if t.get_text().startswith("iteration")] == ["iteration 1",
-                                                                                                  "iteration 2"]
+    assert _spans(fig.axes[1]) == [(0.5, 2.5), (2.5, 3.5)]
+    assert [t.get_text() for t in fig.axes[1].texts if _iteration_name(t)] == ["1", "2"]
     fig = plots.held_vs_leaky([133.0], [], [133.0], [])  # the start alone: no iteration
-    assert not fig.axes[1].patches
+    assert not fig.axes[0].patches and not fig.axes[1].patches
 
 
 def test_held_vs_leaky_says_the_held_run_stopped_at_its_cap_not_by_converging():
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=2)
-    assert fig.axes[0].texts[0].get_text() == "stops at its cap of 2 iterations"
+    assert [t.get_text() for t in fig.axes[0].texts if not _iteration_name(t)] == ["stops at its cap of 2 iterations"]
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 2.0, 9.0], [2], max_iterations=5)
-    assert fig.axes[0].texts[0].get_text() == "stops after 3 evaluations"  # under its cap: no claim
+    assert [t.get_text() for t in fig.axes[0].texts if not _iteration_name(t)] == ["stops after 3 evaluations"]  # no claim
     with pytest.raises(ValueError, match="max_iterations must be >= 1"):
         plots.held_vs_leaky([133.0], [], [133.0], [], max_iterations=0)
 

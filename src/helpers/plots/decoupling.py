@@ -48,8 +48,10 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     ``leaky_points``), it is an open square, not a dot, labelled in plain words: the same weights as k,
     re-read on the last batch, no lower, so SciPy says 'converged'. ``all_data_losses`` (optional) are
     the two runs' final losses on all the data, written large and boxed in each panel's lower left, so
-    the figure ties to the judge's numbers. The bottom panel shades each iteration's evaluations (from
-    the one after an accepted point to the next accepted point: one line search), named "iteration k".
+    the figure ties to the judge's numbers. Both panels shade each iteration's evaluations the same way
+    (iteration 1 from the start to its accepted point; each next one from the evaluation after an
+    accepted point to the next accepted point: one line search), named "iteration k" (the number alone
+    where an iteration is narrower than 3 evaluations).
     The y-axis says the points are losses on the batch read, not on all the data.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
@@ -96,14 +98,20 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         bottom.annotate(f"batch {k}", (k, loss), textcoords="offset points", xytext=(0, 9), ha="center",
                         fontsize=8, color="0.35")
 
-    # each iteration's evaluations shaded, alternately, and named: evaluations after one accepted point
-    # up to the next (a line search); trailing evaluations after the last accepted point form the last
-    ends = [1, *(int(i) for i in leaky_accepted)] + ([len(seen)] if leaky_accepted and int(leaky_accepted[-1]) < len(seen) else [])
-    ends = ends if len(ends) > 1 else [1, len(seen)] if len(seen) > 1 else []
-    for number, (first, last) in enumerate(zip(ends, ends[1:]), start=1):
-        bottom.axvspan(first + 0.5, last + 0.5, color="0.5" if number % 2 else "0.75", alpha=0.12, lw=0, zorder=0)
-        bottom.annotate(f"iteration {number}", ((first + 1 + last) / 2, 0.97), xycoords=("data", "axes fraction"),
+    # each iteration's evaluations shaded, alternately, in both panels: iteration 1 from the start
+    # (evaluation 1) to its accepted point, then each from the evaluation after an accepted point to the
+    # next (a line search); trailing evaluations after the last accepted point form the last
+    def shade(ax: Any, accepted_at: list[int], count: int) -> None:
+        ends = [0, *(int(i) for i in accepted_at)] + ([count] if not accepted_at or int(accepted_at[-1]) < count else [])
+        ends = ends if count > 1 else []
+        for number, (first, last) in enumerate(zip(ends, ends[1:]), start=1):
+            ax.axvspan(first + 0.5, last + 0.5, color="0.5" if number % 2 else "0.75", alpha=0.12, lw=0, zorder=0)
+            name = f"iteration {number}" if last - first >= 3 else str(number)  # narrow: the number alone
+            ax.annotate(name, ((first + 1 + last) / 2, 0.97), xycoords=("data", "axes fraction"),
                         ha="center", va="top", fontsize=9, color="0.3", fontstyle="italic")
+
+    shade(top, list(held_accepted), len(values))
+    shade(bottom, list(leaky_accepted), len(seen))
 
     held_stop = f"stops after {len(values)} evaluations"
     if max_iterations is not None and len(held_accepted) >= max_iterations:  # the cap, not convergence
@@ -122,7 +130,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         return ax.plot([], [], style, color=color, **kw)[0]
 
     top.legend([mark(top, "o", COLORS[0], ms=6), mark(top, "x", COLORS[0], ms=7, mew=1.5, alpha=0.5)],
-               ["accepted point (all on batch 1)", "rejected trial (same batch: normal)"], loc="upper right",
+               ["accepted point (all on batch 1)", "rejected trial (same batch: normal)"], loc="center right",
                fontsize=9)
     handles = [mark(bottom, "o", COLORS[1], ms=6), mark(bottom, "x", COLORS[1], ms=7, mew=1.5, alpha=0.5)]
     labels = ["accepted point (each on its own batch)", "rejected trial (a different batch each)"]
