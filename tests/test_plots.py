@@ -72,7 +72,9 @@ def test_held_vs_leaky_draws_both_runs_the_same_way_and_joins_neither():
                                                                      "rejected trial (same batch: normal)"]
     assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["accepted point (each on its own batch)",
                                                                         "rejected trial (a different batch each)"]
-    assert "cannot be compared" in bottom.get_title()  # the leaky losses come from different batches
+    # round 26: said under the leaky run's lowest point (evaluation 3), which reads as "better" otherwise
+    note = [t for t in bottom.texts if t.get_text() == "losses on different batches:\ncannot be compared"]
+    assert len(note) == 1 and note[0].xy == (3, 2.0)
 
 
 def test_held_vs_leaky_says_converged_only_when_the_leaky_run_ends_on_a_rise():
@@ -91,7 +93,7 @@ def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_s
     bottom = fig.axes[1]
     label = bottom.texts[-1]
     # round 25: the stop said in plain words next to the square (no dotted "bracket" to decode)
-    assert label.get_text() == "same weights as 3, re-read on batch 5:\nno lower, so SciPy stops: 'converged'"
+    assert label.get_text() == "back at evaluation 3's weights, re-read on batch 5:\nno lower, so SciPy stops: 'converged'"
     assert np.allclose(label.xy, [5, 8.1])
     assert _lines(bottom, ":") == [] and not [t for t in bottom.texts if "bracket" in t.get_text()]
     assert not [t for t in bottom.texts if t.arrow_patch is not None]  # no arrow to decode
@@ -107,11 +109,14 @@ def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_s
 def test_held_vs_leaky_writes_each_runs_loss_on_all_the_data_on_its_panel():
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6], [3], [133.0, 258.0, 2.0], [3], all_data_losses=(2.582, 6.112))
     top, bottom = fig.axes
-    assert [t.get_text() for t in top.texts][-1] == "at its end, loss on all the data: 2.58"
-    assert [t.get_text() for t in bottom.texts][-1] == "at its end, loss on all the data: 6.11"
+    # round 26: in each panel's title (bold), no longer in a small corner box
+    assert top.get_title() == "Batch held: every evaluation reads batch 1. At its end, loss on all the data: 2.58"
+    assert bottom.get_title() == "next() in the loss: evaluation k reads batch k. At its end, loss on all the data: 6.11"
+    assert top.title.get_fontweight() == "bold" and not [t for t in top.texts if "all the data" in t.get_text()]
     assert top.get_ylabel() == bottom.get_ylabel() == "loss on the batch it read\n(not all the data)"
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6], [3], [133.0, 258.0, 2.0], [3])  # not given: nothing written
     assert not [t for ax in fig.axes for t in ax.texts if "all the data" in t.get_text()]
+    assert "all the data" not in fig.axes[0].get_title() + fig.axes[1].get_title()
     with pytest.raises(ValueError, match="two positive, finite losses"):
         plots.held_vs_leaky([133.0], [], [133.0], [], all_data_losses=(2.5, float("nan")))
 

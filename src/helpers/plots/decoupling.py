@@ -39,7 +39,8 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
 
     Top panel, the held run: its start and accepted points (all on batch 1) as dots, its rejected
     trials as light crosses. Bottom panel, the leaky run, drawn the same way (nothing joined in either
-    panel), each point labelled with the batch it read; its title says these losses cannot be compared. The two panels share both axes (log losses), so the columns line up, but no point of one run
+    panel), each point labelled with the batch it read; under its lowest point, that these losses cannot be
+    compared (each read another batch). The two panels share both axes (log losses), so the columns line up, but no point of one run
     sits on the other's axes. Each run's end is labelled: the held run "stops at its cap of N
     iterations" (or "stops after N evaluations"); the leaky run "stops after N: 'converged'" when its
     last evaluation is an accepted point whose loss rose (SciPy's L-BFGS-B stops when
@@ -47,8 +48,8 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     evaluations". When that last point has exactly the weights of the accepted point k before (needs
     ``leaky_points``), it is an open square, not a dot, labelled in plain words: the same weights as k,
     re-read on the last batch, no lower, so SciPy says 'converged'. ``all_data_losses`` (optional) are
-    the two runs' final losses on all the data, written large and boxed in each panel's lower left, so
-    the figure ties to the judge's numbers. Both panels shade each iteration's evaluations the same way
+    the two runs' final losses on all the data, written in each panel's bold title, so the figure ties
+    to the judge's numbers. Both panels shade each iteration's evaluations the same way
     (iteration 1 from the start to its accepted point; each next one from the evaluation after an
     accepted point to the next accepted point: one line search), named "iteration k" (the number alone
     where an iteration is narrower than 3 evaluations).
@@ -121,8 +122,11 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
     if same:  # the line search came back to the weights of the accepted point before, read on a new batch
         first, last_k = accepted[-2] + 1, len(seen)
-        stop = (f"same weights as {first}, re-read on batch {last_k}:\n"
+        stop = (f"back at evaluation {first}'s weights, re-read on batch {last_k}:\n"
                 f"no lower, so SciPy stops: 'converged'")
+    low = int(np.argmin(seen))  # the lowest leaky loss: low because of its batch, not its step
+    bottom.annotate("losses on different batches:\ncannot be compared", (low + 1, seen[low]), textcoords="offset points",
+                    xytext=(0, -14), ha="center", va="top", fontsize=9, color="0.2", fontstyle="italic")
     bottom.annotate(stop, (len(seen), seen[-1]), textcoords="offset points", xytext=(10, 0), va="center",
                     fontsize=9, color=COLORS[1], fontweight="bold")
 
@@ -138,19 +142,17 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         handles.append(mark(bottom, "s", COLORS[1], mfc="white", mew=2, ms=9))
         labels.append("where SciPy stops")
     bottom.legend(handles, labels, loc="upper right", fontsize=9)
-    top.set_title("Batch held: every evaluation reads batch 1, and the loss keeps falling", fontsize=11)
-    bottom.set_title("next() in the loss: evaluation k reads batch k, so these losses cannot be compared",
-                     fontsize=11)
+    titles = ["Batch held: every evaluation reads batch 1", "next() in the loss: evaluation k reads batch k"]
+    if all_data_losses is not None:  # the payoff, where the eye lands first
+        titles = [f"{title}. At its end, loss on all the data: {end:.2f}" for title, end in zip(titles, all_data_losses)]
+    top.set_title(titles[0], fontsize=11, fontweight="bold")
+    bottom.set_title(titles[1], fontsize=11, fontweight="bold")
     last = max(len(values), len(seen))
     bottom.set_xlim(0.4, last + 0.6)
     bottom.set_xticks(range(1, last + 1))  # one tick per evaluation (column)
     bottom.set_ylim(min(values.min(), seen.min()) / 8, max(values.max(), seen.max()) * 6)
     bottom.set_xlabel("evaluation (one call of fun)")
-    for ax, end in zip((top, bottom), all_data_losses or (None, None)):
+    for ax in (top, bottom):
         ax.set_ylabel("loss on the batch it read\n(not all the data)")
-        if end is not None:
-            ax.text(0.015, 0.05, f"at its end, loss on all the data: {end:.2f}", transform=ax.transAxes,
-                    fontsize=11, fontweight="bold", color="0.1", ha="left", va="bottom",
-                    bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "edgecolor": "0.6"})
     fig.tight_layout()
     return fig
