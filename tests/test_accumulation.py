@@ -1295,11 +1295,13 @@ def _code_lines(source):
 def test_notebook_the_class_read_first_runs_and_each_addition_names_its_case():
     # round 25, second pass (two readers): the class a reader reads first is the one they can run. "Apply it" comes
     # before it; Accumulating (cell 10) is the common case, (x, y) data in float32 on one device, compiled fit: the
-    # technique (docs/accumulation.md's MinimalAccumulating) plus the lines fit needs, each with a reason beside it;
-    # the next code cell runs it through fit on the 5, 5, 2 example. AccumulatingAll derives from it and redefines
-    # train_step only: every line Accumulating lacks has a comment that starts with its case (sample weights, dict
-    # inputs, mixed precision, several GPUs), the markdown before it lists each case with the failure it prevents in
-    # numbers and the one line to add; no line over 100 characters in either class
+    # technique (docs/accumulation.md's MinimalAccumulating) plus the lines fit needs; the next code cell runs it
+    # through fit on the 5, 5, 2 example. Round 26 (both readers, and round 25's final pair): each line fit needs
+    # carries its reason as a plain comment, on its own line right above it ("# fit (a): ..."; the decorator's on
+    # its line), so the class explains itself; the markdown after the run only says what breaks, with links to the
+    # runs. AccumulatingAll derives from it and redefines train_step only, as a small diff: every line Accumulating
+    # lacks carries "changed: <its case>" (sample weights, dict inputs, mixed precision, several GPUs), the lines it
+    # shares with Accumulating carry no comment; no line over 100 characters in either class
     import nbformat
 
     from tests.notebook_answers import ROOT
@@ -1315,72 +1317,80 @@ def test_notebook_the_class_read_first_runs_and_each_addition_names_its_case():
     technique = {c for c in minimal if not c.startswith(("def ", "super().__init__", "self.micro_size"))}
     split = "loss = self.compute_loss(x_k, y_k, self(x_k, training=True))"  # y_pred kept for the metrics
     assert technique - {split} <= set(first), technique - set(first)  # the technique, otherwise unchanged
-    assert "loss = self.compute_loss(x_k, y_k, y_pred)" in first
-    extra = {code: comment for code, comment in first.items() if code not in minimal}
-    extra.pop("loss = self.compute_loss(x_k, y_k, y_pred)")  # the technique's loss line, y_pred split out (e)
-    # round 25, third pass (two readers): "which lines are the technique?" Each line fit needs carries only its tag,
-    # "fit: (a)" to "(e)", set apart from the technique's lines (none tagged) under one banner comment; the markdown
-    # right after the run says, one bullet per tag, what the line is and what breaks without it
-    said = {code.split("(")[0].split(" = ")[0]: comment for code, comment in extra.items()}
-    tags = {"self.supports_jit": "(a)", "@tf.function": "(b)", "tracker": "(c)", "tracker.update_state": "(c)",
-            "tf.autograph.experimental.set_loop_options": "(d)", "y_pred": "(e)", "self.compute_metrics": "(e)"}
-    assert set(said) == set(tags), said
-    for code, tag in tags.items():
-        assert said[code] == f"fit: {tag}", (code, said[code])
-    assert not any(comment.startswith("fit:") for code, comment in first.items() if code not in extra)
-    assert "        # --- the technique" in first_source
-    banner = first_source.index("# --- the technique")
-    assert all(first_source.index(line) < banner for line in ["supports_jit", "@tf.function", "tracker = {"])
+    assert "loss = self.compute_loss(x_k, y_k, y_pred)" in first and "y_pred = self(x_k, training=True)" in first
+    extra = {code for code in first if code not in minimal} - {"loss = self.compute_loss(x_k, y_k, y_pred)",
+                                                                "y_pred = self(x_k, training=True)"}
+    tracker = 'm.name: m for m in self.metrics}["loss"].update_state(loss, sample_weight=n_k)'
+    starts = {"(a)": "self.supports_jit = False", "(b)": "@tf.function",
+              "(c)": "tf.autograph.experimental.set_loop_options(parallel_iterations=1)",
+              "(d)": "{" + tracker}
+    assert {code.split("  #")[0] for code in extra} == set(starts.values()) | {"self.compute_metrics(x_k, y_k, y_pred)"}
+    lines = [line.strip() for line in first_source.splitlines()]
+    reasons = {"(a)": ["no XLA", "GPU", "15"], "(b)": ["a graph", "`for`", "tf.range", "fit stops"],
+               "(c)": ["one micro-batch in memory at a time", "10 at once"],
+               "(d)": ["History's loss", "weighted by n_k", "compile's metrics"]}
+    for tag, code in starts.items():
+        [at] = [i for i, line in enumerate(lines) if line.startswith(code)]
+        comment = lines[at].partition("  # ")[2] if tag == "(b)" else lines[at - 1]  # the decorator: on its line
+        if tag != "(b)":
+            assert comment.startswith(f"# fit {tag}: "), (tag, comment)
+        else:
+            assert comment.startswith(f"fit {tag}: "), (tag, comment)
+        assert all(word in comment for word in reasons[tag]), (tag, comment)
+    assert lines[lines.index("{" + tracker) + 1] == "self.compute_metrics(x_k, y_k, y_pred)"  # (d): both lines
+    assert sum("fit (" in line for line in lines) == 4  # no other line tagged
     cells_all = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
     at_first = next(i for i, c in enumerate(cells_all) if c.source.startswith("class Accumulating(keras.Model):"))
     assert cells_all[at_first + 2].cell_type == "markdown"
     explained = " ".join(cells_all[at_first + 2].source.split())
-    bullets = {b[:3]: b for b in explained.split("* ")[1:] if b.startswith("(")}
-    for tag, line, what, failure in [
-            ("(a)", "`supports_jit = False`", "turns off XLA", "5, 5 and 2 would count as 15 examples"),
-            ("(b)", "`@tf.function`", "into a graph", "Iterating over a symbolic `tf.Tensor` is not allowed"),
-            ("(c)", "`tracker`", "the mean that History reads", "History shows a loss of 0.0000"),
-            ("(d)", "`set_loop_options(parallel_iterations=1)`", "one micro-batch at a time", "in memory"),
-            ("(e)", "`compute_metrics`", "update `compile`'s metrics",
-             "Cannot get result() since the metric has not yet been built")]:
-        assert line in bullets[tag] and what in bullets[tag] and failure in bullets[tag], (tag, bullets[tag])
-        assert "Without" in bullets[tag] or "so 5, 5" in bullets[tag], bullets[tag]
+    for words in ["Without (b) or (d), `fit` stops with an error or History shows a loss of 0.0000",
+                  "(../docs/accumulation.md#the-minimal-class-without-the-extra-lines)",
+                  "without (a), XLA on a GPU counts 5, 5 and 2 examples as 15",
+                  "(../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full)",
+                  "(c) lowers the peak memory ([measured](../docs/accumulation.md#one-micro-batch-at-a-time))"]:
+        assert words in explained, words
+    docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
+    for heading in ["The minimal class without the extra lines", "XLA counts a short micro-batch as full",
+                    "One micro-batch at a time"]:
+        assert f"\n## {heading}\n" in docs, heading
     assert "sample_weight" not in first_source.replace("sample_weight=n_k", "") and "scale_loss" not in first_source
     assert "num_replicas_in_sync" not in first_source
-    cases = ("sample weights:", "dict inputs:", "mixed precision:", "several GPUs:")
-    added = {code: comment for code, comment in _code_lines(all_source).items() if code not in first}
-    assert len(added) >= 8, added
+    cases = ("sample weights", "dict inputs", "mixed precision", "several GPUs")
+    all_lines = _code_lines(all_source)
+    added = {code: comment for code, comment in all_lines.items() if code not in first}
+    assert len(added) >= 9, added
     for code, comment in added.items():
-        if not code.startswith(("@tf.function", "def train_step")):
-            assert comment.startswith(cases), (code, comment)
+        if code.startswith("def train_step"):
+            continue
+        if "update_state(loss * gpus" in code:  # too long for its marker: the line above, gpus = ..., has it
+            assert all_lines["gpus = self.distribute_strategy.num_replicas_in_sync"].startswith("changed: several GPUs")
+            continue
+        assert comment.startswith(tuple(f"changed: {case}" for case in cases)), (code, comment)
+    for code, comment in all_lines.items():  # the lines shared with Accumulating: no comment, so the diff shows
+        if code in first and not code.startswith("def train_step"):
+            assert comment == "", (code, comment)
     named = " ".join(added.values())
-    assert all(case in named for case in cases), named
+    assert all(f"changed: {case}" in named for case in cases), named
     cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
     at = next(i for i, c in enumerate(cells) if c.source.startswith("class Accumulating(keras.Model):"))
     before = " ".join(cells[at - 1].source.split())
     assert "**Apply it**" in before and "Accumulating(your_model.inputs, your_model.outputs, micro_size=64)" in before
+    assert "the comment on each says why" in before
     run = cells[at + 1]
     assert run.cell_type == "code" and "micro_size=5)" in run.source and ".fit(x, y, batch_size=12" in run.source
     printed = "".join(o.get("text", "") for o in run.outputs).splitlines()
     assert printed == ["History's loss: Accumulating 1.3424, fit 1.3424", "History's mae: Accumulating 1.0336, fit 1.0336",
                        "the same weights as fit's: True"], printed
     listing, _ = (" ".join(m.split()) for m in _notebook_markdown_around("AccumulatingAll"))
-    assert "only if" in listing
+    assert "`AccumulatingAll` is `Accumulating` with the lines marked `changed`" in listing
+    assert "sample weights or a dict of inputs make `fit` stop with an error" in listing
     for case, failure, line in [
-            ("Sample weights", "`fit` stops", "unpack_x_y_sample_weight"),
-            ("Mixed precision", "32,768 times too small", "self.optimizer.scale_loss(loss)"),
-            ("Several GPUs", "History shows half the loss", "loss * self.distribute_strategy.num_replicas_in_sync")]:
+            ("Mixed precision", "32,768 times too small", "`scale_loss`"),
+            ("Several GPUs", "History shows half the loss", "`loss * gpus`")]:
         bullet = listing.split(f"**{case}")[1].split("* **")[0]
         assert failure in bullet and line in bullet, (case, bullet)
-    for word in ["LossScaleOptimizer", "replica", "XLA", "supports_jit = False"]:
+    for word in ["LossScaleOptimizer", "*replica*", "XLA"]:
         assert word in listing, word
-    # round 25, third pass: the cell ends with which class to copy, by case (three rows)
-    assert listing.endswith("| one device, float32, `(x, y)` data | `Accumulating` | "
-                            "| sample weights, dict inputs, mixed precision or several GPUs | `AccumulatingAll` | "
-                            "| even the large batch does not fit on the device | the `tf.data` loop below |")
-    docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
-    assert "../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full" in listing
-    assert "\n## XLA counts a short micro-batch as full\n" in docs
 
 
 @pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating", "AccumulatingAll"])
@@ -1454,8 +1464,8 @@ def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_rep
     # why Accumulating multiplies History's loss by its replicas (several GPUs; the notebook: the gradient is right as it is): on 2 replicas MinimalAccumulating trains as fit does on one
     # device, but History's loss is half of fit's (compute_loss divided each replica's loss by 2)
     full = _notebook_classes_source("AccumulatingAll")
-    assert full.count("tracker.update_state(loss * replicas,") == 1
-    cell = full.replace("tracker.update_state(loss * replicas,", "tracker.update_state(loss,")  # the line undone
+    assert full.count("update_state(loss * gpus,") == 1
+    cell = full.replace("update_state(loss * gpus,", "update_state(loss,")  # the line undone
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1947,10 +1957,10 @@ def test_windows_figure_says_one_thing_per_mark():
     fills = {(matplotlib.colors.to_hex(p.get_facecolor()), round(p.get_facecolor()[3], 2))
              for p in ax.patches if p.get_facecolor()[3] > 0 and not p.get_hatch()}
     assert fills == {("#0072b2", 0.25), ("#d55e00", 0.25)}, fills  # one shade per colour
-    assert ax.get_title() == "One outline is one update; a fraction in a box is its gradient's weight"
+    assert ax.get_title() == "One outline is one update; a fraction is a micro-batch gradient's weight"
     assert len(ax.get_title()) < 80
     assert [t.get_text() for t in ax.get_yticklabels()] == [
-        "fit, batches of 32\n(4 micro-batches of 8)", "Accumulating,\nmicro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
+        "fit, batches of 32", "Accumulating,\nmicro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
     assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
     plt.close(fig)
 

@@ -160,12 +160,16 @@ def test_keras_fit_runs_train_step_with_autograph_off():
                           "Keras marks fit's one_step_on_data with tf.autograph.experimental.do_not_convert")
     root = Path(__file__).resolve().parents[1]
     cells = json.loads((root / NB02).read_text())["cells"]
-    # round 25, third pass: the line carries its tag, "fit: (b)"; the markdown after the run quotes the error
-    assert any(re.search(r"\n    @tf\.function +# fit: \(b\)\n", "".join(c["source"])) for c in cells)
-    assert any("(b) `@tf.function`" in "".join(c["source"]) and "Iterating over a symbolic" in "".join(c["source"])
+    # round 26: the line carries its reason, "# fit (b): a graph, ..."; the markdown after the run links the run
+    # without it, in docs/accumulation.md, which quotes the error
+    assert any(re.search(r"\n    @tf\.function +# fit \(b\): a graph, [^\n]*fit stops\)\n", "".join(c["source"]))
+               for c in cells)
+    assert any("Without (b) or (d), `fit` stops" in "".join(c["source"])
+               and "#the-minimal-class-without-the-extra-lines" in "".join(c["source"])
                for c in cells if c["cell_type"] == "markdown")
     text = (root / "docs" / "accumulation.md").read_text(encoding="utf-8")
     text = text.split("\n## The minimal class without the extra lines\n")[1].split("\n## ")[0]
+    assert "Iterating over a symbolic `tf.Tensor` is not allowed" in text
     version, line = re.search(r"keras/blob/v([\d.]+)/keras/src/backend/tensorflow/trainer\.py#L(\d+)", text).groups()
     if version == keras.__version__:  # the link points at the marked line of the Keras it names
         assert int(line) in marked, lesson(NB02, "Keep `fit`: the loop inside `train_step`",

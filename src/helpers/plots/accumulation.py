@@ -135,7 +135,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     waiting = keras_applied.pop() if len(keras_applied[-1]) < steps else []  # never applied: kept in Keras' sums
     large = steps * sizes[0]
     rows = [
-        (f"fit, batches of {large}\n({steps} micro-batches of {sizes[0]})", [[sum(w)] for w in ours], "batch"),
+        (f"fit, batches of {large}", [[sum(w)] for w in ours], "batch"),
         (f"Accumulating,\nmicro-batches of {sizes[0]}", ours, "size"),
         (f"Keras' built-in,\n{steps} micro-batches of {sizes[0]}", keras_applied, "equal"),
     ]
@@ -153,8 +153,9 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             for size in window:
                 ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=color, alpha=0.25,
                                            edgecolor="grey", linewidth=0.6))
-                share = {"batch": f"{size} examples", "size": f"{size}/{sum(window)}",
-                         "equal": f"{Fraction(1, len(window))}"}[rule]
+                equal = Fraction(1, len(window))  # Keras' weight; "= n/N" where it is the size-weighted one
+                same = f"\n= {size}/{sum(window)}" if equal == Fraction(size, sum(window)) else ""
+                share = {"batch": f"{size} examples", "size": f"{size}/{sum(window)}", "equal": f"{equal}{same}"}[rule]
                 ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=11)
                 start += size
             inset = total * 0.003  # a gap between the outlines of two updates
@@ -173,7 +174,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
     ax.set_ylim(-len(rows) + 0.5, 0.75)
     ax.set_xlabel("examples read (a box is as wide as its micro-batch)", fontsize=11)
-    ax.set_title("One outline is one update; a fraction in a box is its gradient's weight", fontsize=13)
+    ax.set_title("One outline is one update; a fraction is a micro-batch gradient's weight", fontsize=13)
     keys = [Patch(facecolor=to_rgba(color, 0.25), edgecolor=color, linewidth=2.2, label=label)
             for color, label in [(_SAME_AS_FIT, "the same update as fit"),
                                  (_NOT_FIT, "an update fit never makes")]]
