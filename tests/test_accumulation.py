@@ -1342,12 +1342,13 @@ def test_notebook_step_one_is_the_loop_and_step_two_is_it_plus_tagged_lines():
     assert "Accumulating(your_model.inputs, your_model.outputs, micro_size=64)" in before
     reasons = {"(a)": ["no XLA", "5, 5 and 2 as 15", "(../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full)"],
                "(b)": ["`micro_size` is saved", "reloaded model has `micro_size=64`"],
-               "(c)": ["a graph", "`tf.range`", "`fit` stops (above)"],
+               "(c)": ["a graph", "without AutoGraph", "`tf.range`", "`@tf.function` adds it", "`fit` stops (above)"],
                "(d)": ["one micro-batch in memory at a time", "10 at once", "(../docs/accumulation.md#one-micro-batch-at-a-time)"],
                "(e)": ["sample weights", "dict of inputs", "`fit` stops with an error"],
                "(f)": ["mixed precision", "LossScaleOptimizer", "`scale_loss`", "32,768 times too small"],
                "(g)": ["several GPUs", "*replica*", "`loss * gpus`", "History shows half the loss"],
-               "(h)": ["History's loss", "0.0000", "`compile`'s metrics", "`fit` stops"]}
+               "(h)": ["History's loss", "Keras' own `train_step` updates, not `compute_loss`", "0.0000",
+                       "`compile`'s metrics", "`fit` stops"]}
     for tag, words in reasons.items():
         bullet = after.split(f"* **{tag}**")[1].split("* **")[0]
         assert all(word in bullet for word in words), (tag, bullet)
@@ -1383,6 +1384,49 @@ def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
     with pytest.raises(Exception, match="Iterating over a symbolic"):
         model.fit(x, y, batch_size=12, epochs=1, verbose=0)
+
+
+def test_notebook_which_tags_you_need_recipe_drops_e_to_g_exactly():
+    # round 26, third pass: the markdown after the tag list says that one GPU, float32, (x, y) data need (a), (c), (d),
+    # (h) (and (b) to save); to drop (e) to (g): step 1's slicing line, no w_k, `loss` for `scaled` and `loss * gpus`.
+    # Doing exactly that to the notebook's class gives fit's weights and History (compiled, with a metric)
+    import re
+
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
+    at = next(i for i, c in enumerate(cells) if c.source.startswith("class Accumulating(keras.Model):"))
+    recipe = " ".join(cells[at + 1].source.split()).split("**Which tags you need.**")[1].strip()
+    assert recipe.startswith("One GPU, float32, `(x, y)` data: (a), (c), (d), (h); (b) to save."), recipe
+    for words in ["(e) for sample weights or dict inputs", "(f) for mixed precision", "(g) for several GPUs",
+                  "step 1's slicing line", "drop `w_k`", "write `loss` for `scaled` and `loss * gpus`"]:
+        assert words in recipe, words
+    source = _notebook_cell("Accumulating")
+    slicing = [line for line in _notebook_minimal_source().splitlines() if "x_k, y_k = [t[" in line]
+    assert len(slicing) == 1
+    source = source.replace("            n_k = tf.shape(y_k)[0]", slicing[0] + "\n            n_k = tf.shape(y_k)[0]")
+    source = source.replace("loss = self.compute_loss(x_k, y_k, y_pred, w_k)  # (e)", "loss = self.compute_loss(x_k, y_k, y_pred)")
+    source = source.replace("grads = tape.gradient(scaled, self.trainable_variables)  # (f)",
+                            "grads = tape.gradient(loss, self.trainable_variables)")
+    source = source.replace("update_state(loss * gpus, sample_weight=n_k)", "update_state(loss, sample_weight=n_k)")
+    source = source.replace("self.compute_metrics(x_k, y_k, y_pred, w_k)", "self.compute_metrics(x_k, y_k, y_pred)")
+    lines = [line for line in source.splitlines() if not re.search(r"# \((e|f|g)\)$", line)]  # the rest of (e) to (g)
+    source = "\n".join(lines) + "\n"
+    assert not re.search(r"w_k|scaled|gpus|unpack_x_y|# \((e|f|g)\)", source), source
+    Trimmed = _notebook_accumulating_model(source=source)
+    x, y = _data(24)
+    base = _model()
+    ours = Trimmed(base.inputs, base.outputs, micro_size=5)  # 12 as 5, 5, 2: the short micro-batch too
+    ours.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])  # compiled, as fit runs
+    got = ours.fit(x, y, batch_size=12, epochs=2, shuffle=False, verbose=0).history
+    ref = _model()
+    ref.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"], run_eagerly=True)
+    want = ref.fit(x, y, batch_size=12, epochs=2, shuffle=False, verbose=0).history
+    for key in ["loss", "mae"]:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-5)
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours.get_weights(), ref.get_weights())) < 1e-6
 
 
 def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
@@ -1947,9 +1991,15 @@ def test_cost_figure_in_mib_and_ms():
     assert memory.get_ylabel() == "peak memory of one update (MiB)"
     assert [round(bar.get_height(), 6) for bar in time.patches] == [36.0, 58.0]
     assert [t.get_text() for t in time.texts] == ["36 ms", "58 ms"] and time.get_ylabel() == "time of one update (ms)"
+    # round 26, third pass: the first point is named as the baseline under its tick, on both panels
+    named = plots.accumulation_memory([1, 4], [16.0, 6.0], effective=4096, fixed_mib=2.0, fixed_label="floor",
+                                      seconds=[0.036, 0.058], relative=False, first_label="plain fit")
+    assert [[t.get_text() for t in ax.get_xticklabels()] for ax in named.axes] == [["1 × 4096\n(plain fit)", "4 × 1024"]] * 2
+    assert [t.get_text() for t in memory.get_xticklabels()] == ["1 × 4096", "4 × 1024"]  # none by default
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+    plt.close(named)
 
 
 def test_keras_adam_on_an_embeddings_repeated_rows_differs_from_the_dense_gradient():

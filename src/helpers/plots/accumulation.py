@@ -13,11 +13,12 @@ __all__ = ["accumulation_memory", "accumulation_windows"]
 
 def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
                         fixed_mib: float, fixed_label: str, seconds: list[float] | None = None,
-                        relative: bool = True) -> Any:
+                        relative: bool = True, first_label: str | None = None) -> Any:
     """Notebook 02's cost figure: the peak memory of one update of ``effective`` examples made in ``k``
     micro-batches, for each ``k`` in ``splits``; a tick reads "k × size". A dashed line marks the floor
     that does not shrink (``fixed_mib``), labelled ``fixed_label`` (say what it holds). With ``seconds``
-    (the time of the same update in each split), a second panel shows that time as bars.
+    (the time of the same update in each split), a second panel shows that time as bars. ``first_label``
+    names the first split under its tick (the notebook's: "plain fit", the baseline).
 
     ``relative=False`` (the notebook's): both panels in MiB and ms, each point and bar labelled with its
     value. ``relative=True``: each value divided by the first split's (its MiB and ms in the axis labels),
@@ -43,6 +44,8 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     fig, axes = new_figure(1 if seconds is None else 2, width=6.5 if seconds is None else 11, height=3.8)
     ax = axes if seconds is None else axes[0]
     ticks = [f"{k} × {effective // k}" for k in splits]
+    if first_label:
+        ticks[0] += f"\n({first_label})"
     unit = peak_mib[0] if relative else 1.0
     values = [mib / unit for mib in peak_mib]
     floor = fixed_mib / unit
