@@ -1001,34 +1001,32 @@ def _docs_train_large_batches():
     return scope["train_large_batches"]
 
 
-def _notebook_classes_source(class_name="AccumulatingAll"):
-    """The notebook's cell defining ``Accumulating`` (the runnable class for (x, y) data in float32 on one device),
-    followed, for ``AccumulatingAll``, by the cell that derives from it (sample weights, dict inputs, mixed
-    precision, several GPUs). Only np, tf and keras are needed: the two cells are all a reader pastes."""
+def _notebook_classes_source(class_name="Accumulating"):
+    """The notebook's cell defining ``Accumulating`` (step 2, the class to copy: sample weights, dict inputs, mixed
+    precision, several GPUs), or ``MinimalAccumulating`` (step 1, the technique only). Only np, tf and keras are
+    needed: the cell is all a reader pastes."""
+    return _notebook_cell(class_name)
+
+
+def _notebook_minimal_source():
+    """The notebook's ``MinimalAccumulating`` (step 1: the technique only; in docs/accumulation.md in rounds 25-26)."""
+    return _notebook_cell("MinimalAccumulating")
+
+
+def _notebook_class_with(old, new):
+    """The source of the notebook's ``Accumulating`` with one line changed (``old`` must occur once)."""
     source = _notebook_cell("Accumulating")
-    if class_name == "AccumulatingAll":
-        source += "\n" + _notebook_cell("AccumulatingAll")
-    return source
+    assert source.count(old) == 1, old
+    return source.replace(old, new)
 
 
-def _docs_minimal_source():
-    """docs/accumulation.md's ``MinimalAccumulating`` (the technique only; in the notebook in rounds 23-25)."""
-    import re
-
-    from tests.notebook_answers import ROOT
-
-    text = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
-    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "class MinimalAccumulating(" in b]
-    return block
-
-
-def _notebook_accumulating_model(class_name="AccumulatingAll"):
-    """A fresh ``AccumulatingAll`` class (or ``Accumulating``, or docs/accumulation.md's ``MinimalAccumulating``) from
+def _notebook_accumulating_model(class_name="Accumulating", source=None):
+    """A fresh ``Accumulating`` class (or ``MinimalAccumulating``, or ``source``'s class) from
     its source (fresh: Keras rewrites a Model subclass's bases the first time it is built from inputs and outputs)."""
     import linecache
 
     scope = {"np": np, "tf": tf, "keras": keras}
-    source = _docs_minimal_source() if class_name == "MinimalAccumulating" else _notebook_classes_source(class_name)
+    source = source or _notebook_classes_source(class_name)
     name = f"<{NB}:{class_name}>"  # AutoGraph reads the source, as it reads a notebook cell's from IPython
     linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
     exec(compile(source, name, "exec"), scope)  # noqa: S102
@@ -1244,7 +1242,7 @@ def test_docs_minimal_class_run_prints_each_failure_and_the_table_quotes_it():
     [shown] = re.findall(r"```text\n(.*?)```", section, re.S)
     scope = {"np": np, "tf": tf, "keras": keras}  # the notebook's imports
     exec(compile(_notebook_cell("make_model"), "<make_model>", "exec"), scope)  # noqa: S102
-    exec(compile(_docs_minimal_source(), "<docs:MinimalAccumulating>", "exec"), scope)  # noqa: S102
+    exec(compile(_notebook_minimal_source(), "<docs:MinimalAccumulating>", "exec"), scope)  # noqa: S102
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(block, "docs/accumulation.md:minimal", "exec"), scope)  # noqa: S102
@@ -1292,110 +1290,92 @@ def _code_lines(source):
     return lines
 
 
-def test_notebook_the_class_read_first_runs_and_each_addition_names_its_case():
-    # round 25, second pass (two readers): the class a reader reads first is the one they can run. "Apply it" comes
-    # before it; Accumulating (cell 10) is the common case, (x, y) data in float32 on one device, compiled fit: the
-    # technique (docs/accumulation.md's MinimalAccumulating) plus the lines fit needs, each with a reason beside it;
-    # the next code cell runs it through fit on the 5, 5, 2 example. AccumulatingAll derives from it and redefines
-    # train_step only: every line Accumulating lacks has a comment that starts with its case (sample weights, dict
-    # inputs, mixed precision, several GPUs), the markdown before it lists each case with the failure it prevents in
-    # numbers and the one line to add; no line over 100 characters in either class
+def test_notebook_step_one_is_the_loop_and_step_two_is_it_plus_tagged_lines():
+    # round 26, second pass (both readers): one self-contained class to copy, built up in two visible steps. Step 1,
+    # MinimalAccumulating, is the Now loop as train_step (the technique only); the next cell runs it through fit
+    # eagerly and compiled, and prints two of the failures the tagged lines prevent (History's loss 0.0000; fit
+    # stops). Step 2, Accumulating, is self-contained (its own __init__ and get_config, so micro_size is saved): step
+    # 1's lines, unchanged or changed on a tagged line, plus lines tagged (a) to (h); the markdown right after it
+    # says, per tag, what the line is for and what breaks without it. No cell over 25 lines, no line over 105
+    # characters in either class
     import nbformat
 
     from tests.notebook_answers import ROOT
 
-    minimal = _code_lines(_docs_minimal_source())
-    first_source = _notebook_cell("Accumulating")
-    first = _code_lines(first_source)
-    all_source = _notebook_cell("AccumulatingAll")
-    assert first_source.startswith("class Accumulating(keras.Model):")
-    assert all_source.startswith("class AccumulatingAll(Accumulating):") and "def __init__" not in all_source
-    assert max(len(line) for line in (first_source + "\n" + all_source).splitlines()) <= 100
-    assert len(first_source.splitlines()) <= 25 and len(all_source.splitlines()) <= 25
-    technique = {c for c in minimal if not c.startswith(("def ", "super().__init__", "self.micro_size"))}
-    split = "loss = self.compute_loss(x_k, y_k, self(x_k, training=True))"  # y_pred kept for the metrics
-    assert technique - {split} <= set(first), technique - set(first)  # the technique, otherwise unchanged
-    assert "loss = self.compute_loss(x_k, y_k, y_pred)" in first
-    extra = {code: comment for code, comment in first.items() if code not in minimal}
-    extra.pop("loss = self.compute_loss(x_k, y_k, y_pred)")  # the technique's loss line, y_pred split out (e)
-    # round 25, third pass (two readers): "which lines are the technique?" Each line fit needs carries only its tag,
-    # "fit: (a)" to "(e)", set apart from the technique's lines (none tagged) under one banner comment; the markdown
-    # right after the run says, one bullet per tag, what the line is and what breaks without it
-    said = {code.split("(")[0].split(" = ")[0]: comment for code, comment in extra.items()}
-    tags = {"self.supports_jit": "(a)", "@tf.function": "(b)", "tracker": "(c)", "tracker.update_state": "(c)",
-            "tf.autograph.experimental.set_loop_options": "(d)", "y_pred": "(e)", "self.compute_metrics": "(e)"}
-    assert set(said) == set(tags), said
-    for code, tag in tags.items():
-        assert said[code] == f"fit: {tag}", (code, said[code])
-    assert not any(comment.startswith("fit:") for code, comment in first.items() if code not in extra)
-    assert "        # --- the technique" in first_source
-    banner = first_source.index("# --- the technique")
-    assert all(first_source.index(line) < banner for line in ["supports_jit", "@tf.function", "tracker = {"])
-    cells_all = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    at_first = next(i for i, c in enumerate(cells_all) if c.source.startswith("class Accumulating(keras.Model):"))
-    assert cells_all[at_first + 2].cell_type == "markdown"
-    explained = " ".join(cells_all[at_first + 2].source.split())
-    bullets = {b[:3]: b for b in explained.split("* ")[1:] if b.startswith("(")}
-    for tag, line, what, failure in [
-            ("(a)", "`supports_jit = False`", "turns off XLA", "5, 5 and 2 would count as 15 examples"),
-            ("(b)", "`@tf.function`", "into a graph", "Iterating over a symbolic `tf.Tensor` is not allowed"),
-            ("(c)", "`tracker`", "the mean that History reads", "History shows a loss of 0.0000"),
-            ("(d)", "`set_loop_options(parallel_iterations=1)`", "one micro-batch at a time", "in memory"),
-            ("(e)", "`compute_metrics`", "update `compile`'s metrics",
-             "Cannot get result() since the metric has not yet been built")]:
-        assert line in bullets[tag] and what in bullets[tag] and failure in bullets[tag], (tag, bullets[tag])
-        assert "Without" in bullets[tag] or "so 5, 5" in bullets[tag], bullets[tag]
-    assert "sample_weight" not in first_source.replace("sample_weight=n_k", "") and "scale_loss" not in first_source
-    assert "num_replicas_in_sync" not in first_source
-    cases = ("sample weights:", "dict inputs:", "mixed precision:", "several GPUs:")
-    added = {code: comment for code, comment in _code_lines(all_source).items() if code not in first}
-    assert len(added) >= 8, added
-    for code, comment in added.items():
-        if not code.startswith(("@tf.function", "def train_step")):
-            assert comment.startswith(cases), (code, comment)
-    named = " ".join(added.values())
-    assert all(case in named for case in cases), named
+    minimal_source = _notebook_minimal_source()
+    full_source = _notebook_cell("Accumulating")
+    assert minimal_source.startswith("class MinimalAccumulating(keras.Model):")
+    assert full_source.startswith("class Accumulating(keras.Model):")
+    assert "def __init__" in full_source and "def get_config(self)" in full_source  # self-contained
+    for source in (minimal_source, full_source):
+        assert len(source.splitlines()) <= 25 and max(len(line) for line in source.splitlines()) <= 105
+    minimal, full = _code_lines(minimal_source), _code_lines(full_source)
+    tags = [f"({t})" for t in "abcdefgh"]
+    untagged = {code for code, comment in full.items() if not comment.startswith(tuple(tags))}
+    kept = {"def __init__(self, *args, micro_size=64, **kwargs):", "super().__init__(*args, **kwargs)",
+            "def train_step(self, data):", "n = tf.shape(data[1])[0]",
+            "sums = [tf.zeros_like(v) for v in self.trainable_variables]",
+            "for i in tf.range(0, n, self.micro_size):", "n_k = tf.shape(y_k)[0]",
+            "with tf.GradientTape() as tape:", "y_pred = self(x_k, training=True)",  # kept for the metrics
+            'sums = [s + tf.cast(n_k / n, "float32") * g for s, g in zip(sums, grads)]',
+            "self.optimizer.apply_gradients(zip(sums, self.trainable_variables))",
+            "return self.get_metrics_result()"}
+    assert untagged == kept, untagged ^ kept  # every other line carries its tag
+    assert kept - {"y_pred = self(x_k, training=True)"} <= set(minimal), kept - set(minimal)  # step 1's own lines
+    changed = set(minimal) - set(full)  # step 1's lines that step 2 changes: each change is on a tagged line
+    assert changed == {"self.micro_size = micro_size", "x_k, y_k = [t[i:i + self.micro_size] for t in data]",
+                       "loss = self.compute_loss(x_k, y_k, self(x_k, training=True))",
+                       "grads = tape.gradient(loss, self.trainable_variables)"}, changed
+    named = {tag: [code for code, comment in full.items() if comment.startswith(tag)] for tag in tags}
+    assert all(named.values()), named
+    assert named["(a)"] == ["self.micro_size, self.supports_jit = micro_size, False"]
+    assert named["(b)"][0].startswith("def get_config(self): return {**super().get_config(), \"micro_size\"")
+    assert named["(c)"] == ["@tf.function"]
+    assert named["(d)"] == ["tf.autograph.experimental.set_loop_options(parallel_iterations=1)"]
+    assert any("unpack_x_y_sample_weight" in code for code in named["(e)"])
+    assert "scaled = self.optimizer.scale_loss(loss)" in named["(f)"]
+    assert named["(g)"] == ["gpus = self.distribute_strategy.num_replicas_in_sync"]
+    assert 'update_state(loss * gpus, sample_weight=n_k)' in named["(h)"][0]
+    assert named["(h)"][1] == "self.compute_metrics(x_k, y_k, y_pred, w_k)"
+    before, after = (" ".join(m.split()) for m in _notebook_markdown_around("Accumulating"))
+    assert "**Step 2, the class to copy**" in before and "**Apply it**" in before
+    assert "Accumulating(your_model.inputs, your_model.outputs, micro_size=64)" in before
+    reasons = {"(a)": ["no XLA", "5, 5 and 2 as 15", "(../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full)"],
+               "(b)": ["`micro_size` is saved", "reloaded model has `micro_size=64`"],
+               "(c)": ["a graph", "without AutoGraph", "`tf.range`", "`@tf.function` adds it", "`fit` stops (above)"],
+               "(d)": ["one micro-batch in memory at a time", "10 at once", "(../docs/accumulation.md#one-micro-batch-at-a-time)"],
+               "(e)": ["sample weights", "dict of inputs", "`fit` stops with an error"],
+               "(f)": ["mixed precision", "LossScaleOptimizer", "`scale_loss`", "32,768 times too small"],
+               "(g)": ["several GPUs", "*replica*", "`loss * gpus`", "History shows half the loss"],
+               "(h)": ["History's loss", "Keras' own `train_step` updates, not `compute_loss`", "0.0000",
+                       "`compile`'s metrics", "`fit` stops"]}
+    for tag, words in reasons.items():
+        bullet = after.split(f"* **{tag}**")[1].split("* **")[0]
+        assert all(word in bullet for word in words), (tag, bullet)
     cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    at = next(i for i, c in enumerate(cells) if c.source.startswith("class Accumulating(keras.Model):"))
-    before = " ".join(cells[at - 1].source.split())
-    assert "**Apply it**" in before and "Accumulating(your_model.inputs, your_model.outputs, micro_size=64)" in before
+    at = next(i for i, c in enumerate(cells) if c.source.startswith("class MinimalAccumulating(keras.Model):"))
+    assert "**Step 1**" in cells[at - 1].source
     run = cells[at + 1]
     assert run.cell_type == "code" and "micro_size=5)" in run.source and ".fit(x, y, batch_size=12" in run.source
     printed = "".join(o.get("text", "") for o in run.outputs).splitlines()
-    assert printed == ["History's loss: Accumulating 1.3424, fit 1.3424", "History's mae: Accumulating 1.0336, fit 1.0336",
-                       "the same weights as fit's: True"], printed
-    listing, _ = (" ".join(m.split()) for m in _notebook_markdown_around("AccumulatingAll"))
-    assert "only if" in listing
-    for case, failure, line in [
-            ("Sample weights", "`fit` stops", "unpack_x_y_sample_weight"),
-            ("Mixed precision", "32,768 times too small", "self.optimizer.scale_loss(loss)"),
-            ("Several GPUs", "History shows half the loss", "loss * self.distribute_strategy.num_replicas_in_sync")]:
-        bullet = listing.split(f"**{case}")[1].split("* **")[0]
-        assert failure in bullet and line in bullet, (case, bullet)
-    for word in ["LossScaleOptimizer", "replica", "XLA", "supports_jit = False"]:
-        assert word in listing, word
-    # round 25, third pass: the cell ends with which class to copy, by case (three rows)
-    assert listing.endswith("| one device, float32, `(x, y)` data | `Accumulating` | "
-                            "| sample weights, dict inputs, mixed precision or several GPUs | `AccumulatingAll` | "
-                            "| even the large batch does not fit on the device | the `tf.data` loop below |")
+    assert printed == ["eager: the same weights as fit's step above: True",
+                       "eager: History's loss 0.0000, where the loss before the update is 1.3424",
+                       "compiled: OperatorNotAllowedInGraphError: Iterating over a symbolic `tf.Tensor` is not allowed."], printed
+    assert cells[at + 3].source.startswith("class Accumulating(keras.Model):")
     docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
-    assert "../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full" in listing
-    assert "\n## XLA counts a short micro-batch as full\n" in docs
+    for heading in ["The minimal class without the extra lines", "XLA counts a short micro-batch as full",
+                    "One micro-batch at a time"]:
+        assert f"\n## {heading}\n" in docs, heading
 
 
-@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating", "AccumulatingAll"])
+@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating"])
 def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
-    # @tf.function: fit compiles train_step without AutoGraph, and the for loop over tf.range fails: docs'
-    # MinimalAccumulating as it is, and each notebook class with its own @tf.function taken out
+    # @tf.function (tag (c)): fit compiles train_step without AutoGraph, and the for loop over tf.range fails: the
+    # notebook's MinimalAccumulating as it is (its run prints this error), and Accumulating with @tf.function taken out
     if class_name == "MinimalAccumulating":
-        source = _docs_minimal_source()
+        source = _notebook_minimal_source()
     else:
-        source = _notebook_cell("Accumulating")
-        extra = _notebook_cell("AccumulatingAll") if class_name == "AccumulatingAll" else ""
-        changed = extra or source
-        assert changed.count("    @tf.function") == 1
-        changed = changed.replace("    @tf.function", "    # no decorator")
-        source = source + "\n" + changed if extra else changed
+        source = _notebook_class_with("    @tf.function", "    # no decorator")
     scope = {"np": np, "tf": tf, "keras": keras}
     exec(compile(source, "<no tf.function>", "exec"), scope)  # noqa: S102
     x, y = _data(12)
@@ -1406,29 +1386,73 @@ def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
         model.fit(x, y, batch_size=12, epochs=1, verbose=0)
 
 
+def test_notebook_which_tags_you_need_recipe_drops_e_to_g_exactly():
+    # round 26, third pass: the markdown after the tag list says that one GPU, float32, (x, y) data need (a), (c), (d),
+    # (h) (and (b) to save); to drop (e) to (g): step 1's slicing line, no w_k, `loss` for `scaled` and `loss * gpus`.
+    # Doing exactly that to the notebook's class gives fit's weights and History (compiled, with a metric)
+    import re
+
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
+    at = next(i for i, c in enumerate(cells) if c.source.startswith("class Accumulating(keras.Model):"))
+    recipe = " ".join(cells[at + 1].source.split()).split("**Which tags you need.**")[1].strip()
+    assert recipe.startswith("One GPU, float32, `(x, y)` data: (a), (c), (d), (h); (b) to save."), recipe
+    for words in ["(e) for sample weights or dict inputs", "(f) for mixed precision", "(g) for several GPUs",
+                  "step 1's slicing line", "drop `w_k`", "write `loss` for `scaled` and `loss * gpus`"]:
+        assert words in recipe, words
+    source = _notebook_cell("Accumulating")
+    slicing = [line for line in _notebook_minimal_source().splitlines() if "x_k, y_k = [t[" in line]
+    assert len(slicing) == 1
+    source = source.replace("            n_k = tf.shape(y_k)[0]", slicing[0] + "\n            n_k = tf.shape(y_k)[0]")
+    source = source.replace("loss = self.compute_loss(x_k, y_k, y_pred, w_k)  # (e)", "loss = self.compute_loss(x_k, y_k, y_pred)")
+    source = source.replace("grads = tape.gradient(scaled, self.trainable_variables)  # (f)",
+                            "grads = tape.gradient(loss, self.trainable_variables)")
+    source = source.replace("update_state(loss * gpus, sample_weight=n_k)", "update_state(loss, sample_weight=n_k)")
+    source = source.replace("self.compute_metrics(x_k, y_k, y_pred, w_k)", "self.compute_metrics(x_k, y_k, y_pred)")
+    lines = [line for line in source.splitlines() if not re.search(r"# \((e|f|g)\)$", line)]  # the rest of (e) to (g)
+    source = "\n".join(lines) + "\n"
+    assert not re.search(r"w_k|scaled|gpus|unpack_x_y|# \((e|f|g)\)", source), source
+    Trimmed = _notebook_accumulating_model(source=source)
+    x, y = _data(24)
+    base = _model()
+    ours = Trimmed(base.inputs, base.outputs, micro_size=5)  # 12 as 5, 5, 2: the short micro-batch too
+    ours.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])  # compiled, as fit runs
+    got = ours.fit(x, y, batch_size=12, epochs=2, shuffle=False, verbose=0).history
+    ref = _model()
+    ref.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"], run_eagerly=True)
+    want = ref.fit(x, y, batch_size=12, epochs=2, shuffle=False, verbose=0).history
+    for key in ["loss", "mae"]:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-5)
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours.get_weights(), ref.get_weights())) < 1e-6
+
+
 def test_notebook_without_the_dict_and_sample_weight_lines_fit_stops():
     # why Accumulating slices with tf.nest and unpack_x_y_sample_weight (dict inputs, sample weights): MinimalAccumulating (none of
     # that) stops with a TypeError on a dict of inputs and a ValueError on (x, y, sample_weight) batches
-    Minimal = _notebook_accumulating_model("Accumulating")  # the notebook's first class: (x, y) data only
+    Minimal = _notebook_accumulating_model("MinimalAccumulating")  # step 1: (x, y) data only, run eagerly
     x, y = _data(24)
     base = _model()
     model = Minimal(base.inputs, base.outputs, micro_size=5)
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, run_eagerly=True)
     with pytest.raises(ValueError):
         model.fit(x, y, sample_weight=np.ones(24, "float32"), batch_size=12, verbose=0)
     keras.utils.set_random_seed(0)
     a, b = keras.Input((2,), name="a"), keras.Input((2,), name="b")
     model = Minimal({"a": a, "b": b}, keras.layers.Dense(1)(keras.layers.Concatenate()([a, b])), micro_size=5)
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, run_eagerly=True)
     with pytest.raises(TypeError):
         model.fit({"a": x[:, :2], "b": x[:, 2:]}, y, batch_size=12, verbose=0)
 
 
 def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(mixed_float16):
-    # why AccumulatingAll has the scale_loss line (mixed precision): compile wraps the optimizer in a LossScaleOptimizer
-    # under mixed_float16, which divides gradients never multiplied by its scale (2**15 at first): the notebook's first
-    # class, Accumulating (no scale_loss), makes SGD steps 32,768 times too small
-    Minimal = _notebook_accumulating_model("Accumulating")
+    # why Accumulating has the scale_loss line (tag (f), mixed precision): compile wraps the optimizer in a
+    # LossScaleOptimizer under mixed_float16, which divides gradients never multiplied by its scale (2**15 at first):
+    # Accumulating with that line undone makes SGD steps 32,768 times too small
+    Minimal = _notebook_accumulating_model(source=_notebook_class_with(
+        "scaled = self.optimizer.scale_loss(loss)", "scaled = loss"))
     x, y = _regression(48, 0.0)
     start = _mixed_model().get_weights()
     base = _mixed_model()
@@ -1453,9 +1477,9 @@ def test_notebook_without_scale_loss_steps_are_too_small_under_mixed_precision(m
 def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_replicas(fresh_python):
     # why Accumulating multiplies History's loss by its replicas (several GPUs; the notebook: the gradient is right as it is): on 2 replicas MinimalAccumulating trains as fit does on one
     # device, but History's loss is half of fit's (compute_loss divided each replica's loss by 2)
-    full = _notebook_classes_source("AccumulatingAll")
-    assert full.count("tracker.update_state(loss * replicas,") == 1
-    cell = full.replace("tracker.update_state(loss * replicas,", "tracker.update_state(loss,")  # the line undone
+    full = _notebook_classes_source()
+    assert full.count("update_state(loss * gpus,") == 1
+    cell = full.replace("update_state(loss * gpus,", "update_state(loss,")  # the line undone
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1472,7 +1496,7 @@ def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_rep
             return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
         with tf.distribute.MirroredStrategy().scope():
             base = make()
-            model = AccumulatingAll(base.inputs, base.outputs, micro_size=5)
+            model = Accumulating(base.inputs, base.outputs, micro_size=5)
             model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
         got = model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0).history["loss"][0]
         ref = make()
@@ -1580,7 +1604,7 @@ def test_notebook_train_step_under_mixed_precision_equals_fit_and_skips_an_overf
 
 def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
     # the notebook's Proof (1) builds and compiles Accumulating in strategy.scope(), then fits as usual
-    cell = _notebook_classes_source("AccumulatingAll")  # the notebook's two cells, nothing else
+    cell = _notebook_classes_source()  # the notebook's class, nothing else
     out = fresh_python(textwrap.dedent(f"""
         import linecache
         from helpers import runtime
@@ -1604,7 +1628,7 @@ def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
         strategy = tf.distribute.MirroredStrategy()
         with strategy.scope():
             base = make()
-            model = AccumulatingAll(base.inputs, base.outputs, micro_size=5)
+            model = Accumulating(base.inputs, base.outputs, micro_size=5)
             model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse", metrics=["mae"])
         got = model.fit(data, epochs=2, verbose=0).history
         gap = max(float(np.abs(a - b).max()) for a, b in zip(model.get_weights(), ref.get_weights()))
@@ -1755,7 +1779,7 @@ def test_notebook_train_step_under_xla_with_a_short_last_micro_batch_differs_fro
     assert abs(got[0] - want[0]) > 1e-2, (got, want)
 
 
-@pytest.mark.parametrize("class_name", ["Accumulating", "AccumulatingAll"])  # supports_jit = False: Accumulating's
+@pytest.mark.parametrize("class_name", ["Accumulating"])  # supports_jit = False: Accumulating's
 def test_notebook_classes_refuse_xla_in_fit_and_without_supports_jit_give_other_weights(no_op_determinism, class_name):
     # the hazard step 1 guards against: compile(jit_compile=True), which "auto" picks on a GPU. With the notebook's
     # supports_jit = False, fit warns, runs without XLA and gives fit's weights (12 examples as 5, 5, 2, an L2 penalty);
@@ -1823,26 +1847,26 @@ def test_jit_compile_auto_on_a_gpu_gives_xla_to_fit_but_not_to_accumulating(no_o
 
 
 def test_notebook_accumulating_saves_and_reloads_with_custom_objects(tmp_path):
-    # the notebook's "Saving": load_model needs the class; weights and optimizer state come back, and training goes
-    # on as it would have (micro_size is not saved: it changes memory, not results)
+    # the notebook's "Load a saved one": load_model needs the class; weights, optimizer state and (get_config, tag
+    # (b), since round 26) micro_size come back, and training goes on as it would have
     x, y = _xla_data()
     w = np.linspace(0.5, 2.0, 600).astype("float32")
-    AccumulatingAll = _notebook_accumulating_model()
+    Accumulating = _notebook_accumulating_model()
     base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
-    model = AccumulatingAll(base.inputs, base.outputs, micro_size=32)
+    model = Accumulating(base.inputs, base.outputs, micro_size=32)
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, metrics=["mae"])
     data = tf.data.Dataset.from_tensor_slices((x[:, :4], y, w)).batch(256)
     model.fit(data, epochs=1, verbose=0)
     model.save(tmp_path / "model.keras")
-    reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects={"AccumulatingAll": AccumulatingAll})
-    assert type(reloaded).__name__ == "AccumulatingAll" and reloaded.supports_jit is False
-    assert int(reloaded.optimizer.iterations) == 3 and reloaded.micro_size == 64  # the default
+    reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects={"Accumulating": Accumulating})
+    assert type(reloaded).__name__ == "Accumulating" and reloaded.supports_jit is False
+    assert int(reloaded.optimizer.iterations) == 3 and reloaded.micro_size == 32  # saved
     assert _max_diff(reloaded.get_weights(), model.get_weights()) == 0.0
     want = model.fit(data, epochs=1, verbose=0).history
     got = reloaded.fit(data, epochs=1, verbose=0).history
     assert _max_diff(reloaded.get_weights(), model.get_weights()) < 1e-6
     assert all(np.allclose(got[k], want[k], rtol=1e-5) for k in want)
-    with pytest.raises(TypeError, match="AccumulatingAll"):
+    with pytest.raises(TypeError, match="Accumulating"):
         keras.models.load_model(tmp_path / "model.keras")  # without the class
 
 
@@ -1947,10 +1971,10 @@ def test_windows_figure_says_one_thing_per_mark():
     fills = {(matplotlib.colors.to_hex(p.get_facecolor()), round(p.get_facecolor()[3], 2))
              for p in ax.patches if p.get_facecolor()[3] > 0 and not p.get_hatch()}
     assert fills == {("#0072b2", 0.25), ("#d55e00", 0.25)}, fills  # one shade per colour
-    assert ax.get_title() == "One outline is one update; a fraction in a box is its gradient's weight"
+    assert ax.get_title() == "One outline is one update; a fraction is a micro-batch gradient's weight"
     assert len(ax.get_title()) < 80
     assert [t.get_text() for t in ax.get_yticklabels()] == [
-        "fit, batches of 32\n(4 micro-batches of 8)", "Accumulating,\nmicro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
+        "fit, batches of 32", "Accumulating,\nmicro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
     assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
     plt.close(fig)
 
@@ -1967,9 +1991,15 @@ def test_cost_figure_in_mib_and_ms():
     assert memory.get_ylabel() == "peak memory of one update (MiB)"
     assert [round(bar.get_height(), 6) for bar in time.patches] == [36.0, 58.0]
     assert [t.get_text() for t in time.texts] == ["36 ms", "58 ms"] and time.get_ylabel() == "time of one update (ms)"
+    # round 26, third pass: the first point is named as the baseline under its tick, on both panels
+    named = plots.accumulation_memory([1, 4], [16.0, 6.0], effective=4096, fixed_mib=2.0, fixed_label="floor",
+                                      seconds=[0.036, 0.058], relative=False, first_label="plain fit")
+    assert [[t.get_text() for t in ax.get_xticklabels()] for ax in named.axes] == [["1 × 4096\n(plain fit)", "4 × 1024"]] * 2
+    assert [t.get_text() for t in memory.get_xticklabels()] == ["1 × 4096", "4 × 1024"]  # none by default
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+    plt.close(named)
 
 
 def test_keras_adam_on_an_embeddings_repeated_rows_differs_from_the_dense_gradient():

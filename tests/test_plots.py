@@ -236,7 +236,8 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     # the large batches, then each micro-batch's weight: by size in each large batch, 1/4 in Keras'
     assert texts.count("32 examples") == 2 and texts.count("12 examples") == 2
     assert texts.count("8/32") == 8 and texts.count("8/12") == 2 and texts.count("4/12") == 2
-    assert texts.count("1/4") == 12
+    # round 26: where Keras' 1/4 equals the size-weighted share, the box says so ("1/4 = 8/32"); elsewhere 1/4 alone
+    assert texts.count("1/4\n= 8/32") == 4 and texts.count("1/4") == 8
     # one outline per update, ending where the update is applied (rounded: a small gap between two outlines)
     outlines = _update_outlines(ax)
     assert len(outlines) == 11
@@ -264,7 +265,7 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     # each box filled in its update's colour, lightly (one shade per colour)
     boxes = [p for p in ax.patches if 0 < p.get_facecolor()[3] < 0.5 and p.get_width() < 10 and not p.get_hatch()]
     assert {matplotlib.colors.to_hex(p.get_facecolor()) for p in boxes if p.get_x() in (40, 84) and round(p.get_y() + 0.3) == -2} == {vermillion}
-    assert ax.get_yticklabels()[0].get_text() == "fit, batches of 32\n(4 micro-batches of 8)"
+    assert ax.get_yticklabels()[0].get_text() == "fit, batches of 32"  # round 26: fit has no micro-batches
     epoch_lines = [line for line in ax.lines if line.get_linestyle() == "--"]
     assert len(epoch_lines) == 1 and list(epoch_lines[0].get_xdata()) == [44, 44]
     with pytest.raises(ValueError, match="sizes is empty"):

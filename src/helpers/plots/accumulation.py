@@ -13,11 +13,12 @@ __all__ = ["accumulation_memory", "accumulation_windows"]
 
 def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
                         fixed_mib: float, fixed_label: str, seconds: list[float] | None = None,
-                        relative: bool = True) -> Any:
+                        relative: bool = True, first_label: str | None = None) -> Any:
     """Notebook 02's cost figure: the peak memory of one update of ``effective`` examples made in ``k``
     micro-batches, for each ``k`` in ``splits``; a tick reads "k × size". A dashed line marks the floor
     that does not shrink (``fixed_mib``), labelled ``fixed_label`` (say what it holds). With ``seconds``
-    (the time of the same update in each split), a second panel shows that time as bars.
+    (the time of the same update in each split), a second panel shows that time as bars. ``first_label``
+    names the first split under its tick (the notebook's: "plain fit", the baseline).
 
     ``relative=False`` (the notebook's): both panels in MiB and ms, each point and bar labelled with its
     value. ``relative=True``: each value divided by the first split's (its MiB and ms in the axis labels),
@@ -43,6 +44,8 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     fig, axes = new_figure(1 if seconds is None else 2, width=6.5 if seconds is None else 11, height=3.8)
     ax = axes if seconds is None else axes[0]
     ticks = [f"{k} × {effective // k}" for k in splits]
+    if first_label:
+        ticks[0] += f"\n({first_label})"
     unit = peak_mib[0] if relative else 1.0
     values = [mib / unit for mib in peak_mib]
     floor = fixed_mib / unit
@@ -135,7 +138,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     waiting = keras_applied.pop() if len(keras_applied[-1]) < steps else []  # never applied: kept in Keras' sums
     large = steps * sizes[0]
     rows = [
-        (f"fit, batches of {large}\n({steps} micro-batches of {sizes[0]})", [[sum(w)] for w in ours], "batch"),
+        (f"fit, batches of {large}", [[sum(w)] for w in ours], "batch"),
         (f"Accumulating,\nmicro-batches of {sizes[0]}", ours, "size"),
         (f"Keras' built-in,\n{steps} micro-batches of {sizes[0]}", keras_applied, "equal"),
     ]
@@ -153,8 +156,9 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
             for size in window:
                 ax.add_patch(plt.Rectangle((start, y - 0.3), size, 0.6, facecolor=color, alpha=0.25,
                                            edgecolor="grey", linewidth=0.6))
-                share = {"batch": f"{size} examples", "size": f"{size}/{sum(window)}",
-                         "equal": f"{Fraction(1, len(window))}"}[rule]
+                equal = Fraction(1, len(window))  # Keras' weight; "= n/N" where it is the size-weighted one
+                same = f"\n= {size}/{sum(window)}" if equal == Fraction(size, sum(window)) else ""
+                share = {"batch": f"{size} examples", "size": f"{size}/{sum(window)}", "equal": f"{equal}{same}"}[rule]
                 ax.text(start + size / 2, y, share, ha="center", va="center", fontsize=11)
                 start += size
             inset = total * 0.003  # a gap between the outlines of two updates
@@ -173,7 +177,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     ax.set_xlim(0, total * 1.005)  # the data only: the update counts sit outside, on the right
     ax.set_ylim(-len(rows) + 0.5, 0.75)
     ax.set_xlabel("examples read (a box is as wide as its micro-batch)", fontsize=11)
-    ax.set_title("One outline is one update; a fraction in a box is its gradient's weight", fontsize=13)
+    ax.set_title("One outline is one update; a fraction is a micro-batch gradient's weight", fontsize=13)
     keys = [Patch(facecolor=to_rgba(color, 0.25), edgecolor=color, linewidth=2.2, label=label)
             for color, label in [(_SAME_AS_FIT, "the same update as fit"),
                                  (_NOT_FIT, "an update fit never makes")]]
