@@ -1192,7 +1192,7 @@ def _notebook_rows_follow():
     ``in_order = ...``) run on any dataset. Until round 25's third edit a function, rows_follow, in a check cell of its
     own (two readers: "a cell that checks things I can't use"); then folded into copy 4; since round 25's fourth edit
     (two readers: "copy 4 should be a short template") in the cell after copy 4, which says what copy 4 built."""
-    check = _notebook_cell("in_order = all(")
+    check = _docs_block("### What copy 4 built (the notebook's check cell until round 26)")  # round 26: to the docs
     lines = [line for line in check.splitlines() if line.startswith(("stretch = ", "read = np.concatenate(", "in_order = all("))]
     assert len(lines) == 3, lines
     code = compile("\n".join(lines), "copy 4's check", "exec")
@@ -1527,8 +1527,9 @@ def _many_series_scope():
              "reset_stateful": notebook_function("reset_stateful", "stateful_layers"), "plots": plots, "plt": plt}
     exec(compile(_notebook_cell("groups = [by_length[i:i + 4]"), "three lines", "exec"), scope)  # noqa: S102
     plt.close("all")
+    # round 26: copies 5 and 6 are one cell (copy 5: the dataset and GroupResets), paying for the split of the
+    # one-step prediction cell
     exec(compile(_notebook_cell("def grouped_stateful_dataset("), "copy 5", "exec"), scope)  # noqa: S102 - ours
-    exec(compile(_notebook_cell("class GroupResets("), "copy 6", "exec"), scope)  # noqa: S102 - ours
     return scope
 
 
@@ -1569,7 +1570,10 @@ def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_r
         "are the 4 series"]
     assert all(np.array_equal(joined, np.concatenate(batching_rows)) for joined, batching_rows in zip(
         scope["joined"], [[series_list[i][:16] for i in (2, 0, 6, 4)], [series_list[i][:21] for i in (3, 7, 5, 1)]]))
-    printed = printed[2:]
+    # round 26: the three-line cell counts what the cuts drop (it cuts); copy 5 prints the batches per group and
+    # where GroupResets resets (the figure above it names batches 0-6 group by group; the batch check is below)
+    assert printed[2:] == ["cutting each group to its shortest drops 10 of 158 steps",
+                           "batches per group: [3, 4]; resets before batches [0, 3] of each pass"]
     by_length = sorted(range(8), key=lambda i: len(series_list[i]))  # stable: equal lengths keep their order
     batches = [bx.numpy() for bx, _ in scope["many_series"]]
     assert len(batches) == 7
@@ -1579,16 +1583,10 @@ def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_r
         for s, index in enumerate(group):  # row s reads series by_length[4g + s] from its start, nothing else
             assert np.array_equal(rows[s], series_list[index][:rows.shape[1]])
         assert rows.shape[1] <= min(len(series_list[i]) for i in group)
-    # round 25 (a reader: what does cutting to the shortest discard?): the last line counts the steps the cuts drop
-    assert printed == ["batch 0: rows read series [2, 0, 6, 4], steps 0-4",
-                       "batch 1: rows read series [2, 0, 6, 4], steps 5-9",
-                       "batch 2: rows read series [2, 0, 6, 4], steps 10-14",
-                       "batch 3: rows read series [3, 7, 5, 1], steps 0-4",
-                       "batch 4: rows read series [3, 7, 5, 1], steps 5-9",
-                       "batch 5: rows read series [3, 7, 5, 1], steps 10-14",
-                       "batch 6: rows read series [3, 7, 5, 1], steps 15-19",
-                       "resets before batches [0, 3] of each pass",
-                       "cutting each group to its shortest drops 10 of 158 steps"]
+    # the batches' rows, as copy 5's demo printed them until round 26 (series // 100, steps % 100)
+    assert [((bx[:, 0] // 100).tolist(), bx[0, 0] % 100, bx[0, -1] % 100) for bx in batches] == [
+        ([2, 0, 6, 4], 0, 4), ([2, 0, 6, 4], 5, 9), ([2, 0, 6, 4], 10, 14), ([3, 7, 5, 1], 0, 4),
+        ([3, 7, 5, 1], 5, 9), ([3, 7, 5, 1], 10, 14), ([3, 7, 5, 1], 15, 19)]
     cut = sum(len(series_list[i]) - min(len(series_list[j]) for j in by_length[4 * g:4 * g + 4])
               for g in range(2) for i in by_length[4 * g:4 * g + 4])
     assert cut == 10 and sum(map(len, series_list)) == 158  # counted again, group by group
@@ -1599,12 +1597,12 @@ def test_the_notebooks_many_series_cell_groups_series_of_different_lengths_and_r
                                                   tf.cast(y[..., None], "float32") / 800))
     assert _zero_state_batches(data, scope["GroupResets"](scope["batches_per_group"]))[0] == [0, 3, 7, 10]
     assert _zero_state_batches(data, scope["StatefulResets"](7))[0] == [0, 7]
-    # round 25, third edit (a reader: make copy 5 a first-class recipe): the dataset (copy 5) and the resets (copy 6)
-    # are two cells, each at most 25 lines, without helper calls
-    dataset_code, code = _notebook_cell("def grouped_stateful_dataset("), _notebook_cell("class GroupResets(")
-    assert "class GroupResets(" not in dataset_code and re.search(r"^# copy 6", code, re.M)
-    assert all(len(c.strip().splitlines()) <= 25 and not re.search(r"\b(helpers|batching|plots|tf1)\.", c)
-               for c in (dataset_code, code))
+    # round 25, third edit (a reader: make copy 5 a first-class recipe): the dataset and the resets, copies 5 and 6,
+    # were two cells; round 26 (to pay for splitting the one-step prediction cell) one cell, copy 5, at most 25
+    # lines, without helper calls
+    dataset_code = code = _notebook_cell("def grouped_stateful_dataset(")
+    assert "class GroupResets(" in code and code.index("def grouped") < code.index("class GroupResets(")
+    assert len(code.strip().splitlines()) <= 25 and not re.search(r"\b(helpers|batching|plots|tf1)\.", code)
     assert issubclass(scope["GroupResets"], scope["StatefulResets"]) and "on_test_begin" not in code  # copy 3's
     # round 25 (a reader): GroupResets passed sum(pass_lengths) as "windows_per_row"; copy 3's argument is now
     # batches_per_pass (one pass over the data: windows_per_row for one stream, every group's pass here)

@@ -316,6 +316,9 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     # of the row's last cell read (token 14 of row 0), on its top edge, and arches over the cells never read
     assert all(a.xyann[0] == 14.5 and a.xyann[1] < a.xy[1] for a in jumps)
     assert all("arc3" in str(a.arrow_patch.get_connectionstyle().__class__).lower() for a in jumps)
+    # round 26 (a reader): the jump back is where the state is reset, so it is not drawn as the legend's solid
+    # "state, carried" arrow: dashed, in another colour
+    assert all(a.arrow_patch.get_linestyle() == "--" and a.arrow_patch.get_edgecolor()[:3] != (0, 0, 0) for a in jumps)
     assert {"0–4", "17–21", "34–38", "51–55"} <= set(labels)
     # says when it happens; round 23 (a reader): not "with repeat=True", which the notebook introduces later
     assert "the next pass,\nbatch 3: window 0 again:\nreset the state" in labels
@@ -462,6 +465,9 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
     carried, baseline = err.lines
     assert np.allclose(carried.get_ydata(), [0.1, 0.1, 0.3]) and np.allclose(baseline.get_ydata(), [1.0, 1.4, 1.8])
     assert carried.get_label() == "state carried" and baseline.get_linestyle() == ":"
+    # round 26 (a reader): the three lines overlap in the upper panel; its title no longer says only the dashed one
+    # follows the measured line, it points to the errors below
+    assert "both predictions stay close to the measured line" in ax.get_title() and "panel below" in ax.get_title()
     assert err.get_xlabel() == "minute" and "absolute error" in err.get_ylabel() and err.get_ylim()[0] == 0
     # round 25, second round (two readers: a reset before each call fed single minutes, which training never did;
     # the notebook's baseline is now each minute's last 10 minutes from a zero state, labelled by the caller), and

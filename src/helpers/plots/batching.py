@@ -121,12 +121,14 @@ def ptb_grid(layout: Any) -> Any:
     blue, blue_ink = _BATCH_COLORS[0]
     for s in range(b):  # round 25 (two readers): from the middle of the last cell read, over the cells never read
         ax.annotate("", xy=(next_left - 0.05, s * _PITCH + 0.5), xytext=(last_target - 0.5, s * _PITCH + _LANE),
-                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14,
-                                "connectionstyle": "arc3,rad=-0.35", "shrinkA": 0})
+                    arrowprops={"arrowstyle": "-|>", "color": "#D55E00", "linewidth": 2, "mutation_scale": 14,
+                                "connectionstyle": "arc3,rad=-0.35", "shrinkA": 0, "linestyle": "--"})
+        # round 26 (a reader): dashed and red, not the solid black of "the state, carried": here the state is reset
         box(next_left, s * _PITCH + 0.08, next_width, 0.84, blue, blue_ink,
             f"{s * length}–{s * length + n - 1}", size=10, style="--")
     ax.text(next_left + next_width / 2, band + band_height / 2, f"the next pass,\nbatch {passes}: "
-            "window 0 again:\nreset the state", ha="center", va="center", fontsize=9, fontweight="bold")
+            "window 0 again:\nreset the state", ha="center", va="center", fontsize=9, fontweight="bold",
+            color="#D55E00")  # round 26: in the colour of the dashed reset arrows
     below = b * _PITCH - 0.1  # the tokens the reshape drops: where the stream goes on, under the last row
     for i, token in enumerate(dropped):
         box(i, below, 1, 1, "#f2f2f2", "0.45", str(token), edge="0.6")
@@ -330,6 +332,9 @@ def step_predictions(minutes: Any, measured: Any, predicted: Any, reset: Any = N
     # what to see (a reader): the dashed line follows the black one although each call reads one minute only
     title = (f"{len(minutes)} new minutes, one call each: the state carries every earlier minute\n"
              "into the next prediction, so the dashed line follows the measured one")
+    if reset is not None:  # round 26 (a reader): both lines follow the measured one here; say so, point below
+        title = (f"{len(minutes)} new minutes: both predictions stay close to the measured line;\n"
+                 "the panel below shows where their errors differ")
     ax.set_title(title, fontsize=10.5)
     ax.legend(loc="best", fontsize=9)
     fig.tight_layout()
