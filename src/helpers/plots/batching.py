@@ -13,7 +13,8 @@ __all__ = ["ptb_grid", "reading_losses", "series_groups", "step_predictions"]
 
 # Okabe and Ito's colour-blind-safe colours, with the text colour each needs: one per batch of a pass.
 _BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"),
-                 ("#CC79A7", "black"), ("#56B4E9", "black"), ("#D55E00", "white"))
+                 ("#CC79A7", "black"), ("#56B4E9", "black"), ("#D55E00", "white"),
+                 ("#F0E442", "black"))
 # the state carried from one batch to the next (the gradient does not follow it back)
 _CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 3.0, "linestyle": "solid",
                 "mutation_scale": 22, "connectionstyle": "arc3,rad=-1.0", "shrinkA": 0, "shrinkB": 0}
@@ -35,7 +36,7 @@ def ptb_grid(layout: Any) -> Any:
     """The PTB layout as a grid: the stream cut into rows, each ``x`` window coloured by its batch.
 
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
-    with at most 6 batches per pass. A cell holds the token's position in the stream, coloured by the
+    with at most 7 batches per pass. A cell holds the token's position in the stream, coloured by the
     batch whose ``x`` reads it. A grey panel holds each row with its ``y`` strip (so a strip visibly belongs
     to the row above it, not to the next). Under every row a strip draws ``y``: each batch's window again, in its
     colour, one token to the right (so the column after the last window is a target only: white). A band
@@ -221,7 +222,7 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
     ``lengths[g]`` lists the lengths of group ``g``'s series, shortest first (one series per row of its batches),
     ``names[g]`` their names (series numbers), ``num_steps`` the steps per batch. As copy 5 cuts them, every series
     of a group is read up to the group's shortest length: ``(shortest - 1) // num_steps`` windows, each coloured by
-    its place in the group's pass (window 0 blue, as in :func:`ptb_grid`), then one step that is only a target
+    its batch, counted across groups (batch 0 blue, as in :func:`ptb_grid`), then one step that is only a target
     (white); the steps after the shortest length are cut (crossed out, grey). A band over each group's windows names
     the batch that reads them, counted across groups; a red bar left of each group marks the reset before its first
     batch. Rows of different groups are separated by a gap.
@@ -238,8 +239,8 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
     if any(list(group) != sorted(group) for group in lengths):
         raise ValueError("each group's lengths must be sorted, shortest first, as copy 5 sorts them")
     passes = [(group[0] - 1) // num_steps for group in lengths]
-    if max(passes) > len(_BATCH_COLORS):
-        raise ValueError(f"a group has {max(passes)} batches; the figure shows at most {len(_BATCH_COLORS)}")
+    if sum(passes) > len(_BATCH_COLORS):  # round 26 (a reader): one colour per batch, counted across groups
+        raise ValueError(f"the groups have {sum(passes)} batches; the figure shows at most {len(_BATCH_COLORS)}")
     widest = max(max(group) for group in lengths)
     rows = sum(len(group) for group in lengths) + 1.6 * (len(lengths) - 1)
     fig, ax = new_figure(width=max(6.0, 0.36 * widest + 3.0), height=0.42 * rows + 0.55 * len(lengths) + 1.6)
@@ -249,7 +250,7 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
         kept = group[0]  # every series of the group is cut to its shortest
         read = passes[g] * num_steps  # steps read as x; step `read` is only a target
         for k in range(passes[g]):  # the band naming the batch over each window
-            face, ink = _BATCH_COLORS[k]
+            face, ink = _BATCH_COLORS[first_batch + k]
             ax.add_patch(Rectangle((k * num_steps + 0.05, top - 1.0), num_steps - 0.1, 0.85, facecolor=face,
                                    edgecolor="black", linewidth=0.8))
             ax.text(k * num_steps + num_steps / 2, top - 0.57, f"batch {first_batch + k}", ha="center",
@@ -258,7 +259,7 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
             y = top + s
             for t in range(length):
                 if t < read:
-                    face = _BATCH_COLORS[t // num_steps][0]
+                    face = _BATCH_COLORS[first_batch + t // num_steps][0]
                 elif t < kept:
                     face = "white"
                 else:
