@@ -210,7 +210,8 @@ def reading_losses(losses: Mapping[str, float], uniform: float | None = None) ->
                 fontsize=9)
     ax.set(xticks=positions, xticklabels=names, ylim=(0, top * 1.15), xlim=(-0.6, positions[-1] + 1.55))
     ax.set_title(f"Held-out fables, one seed: the carried state is {gain:.2f} nats below the plain LSTM")
-    ax.set_ylabel("loss per character, nats (lower is better)")
+    # round 26 (a reader): the unit defined on the figure, not only in the markdown above it
+    ax.set_ylabel("mean −ln p(next character), nats (lower is better)")
     ax.grid(axis="x", visible=False)
     fig.tight_layout()
     return fig
