@@ -641,7 +641,7 @@ def the_notebooks_stateful_resets(epoch_size):
 
 
 def test_reset_checker_accepts_the_notebooks_answer_and_a_reset_at_batch_end(capsys):
-    exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", {"batching": batching}))
+    exercises.check_reset_callback(answer(NOTEBOOK, "reset_callback", {"reset_stateful": batching.reset_stateful}))
     exercises.check_reset_callback(reset_at_batch_end)
     assert capsys.readouterr().out.count("Correct: your callback reset the state exactly") == 2
 
@@ -1008,7 +1008,7 @@ def test_the_notebooks_stateful_resets_is_wrong_when_a_fit_resumes_which_is_exer
     # Exercise 2 (a fit that resumes a run on the stream skipped to where it stopped) exists because the notebook's
     # callback counts from the start of the fit: it resets 6 batches late here, and exercise 2's answer does not.
     StatefulResets = notebook_function("StatefulResets", *_STATEFUL_HELPERS)
-    reset_callback = answer(NOTEBOOK, "reset_callback", {"batching": batching})
+    reset_callback = answer(NOTEBOOK, "reset_callback", {"reset_stateful": batching.reset_stateful})
     model = exercises.stateful_model(2, 3)
     resumed = {"windows_per_row": 5, "steps_per_epoch": 3, "epochs": 4, "initial_epoch": 2}  # its batch 0 is batch 6
     ours = exercises.zero_state_batches(model, StatefulResets(5), **resumed)

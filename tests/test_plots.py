@@ -478,6 +478,16 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
     assert err.lines[1].get_label() == "last 10 minutes only" and "scaled" in err.get_ylabel()
     with pytest.raises(ValueError, match="same length"):
         plots.step_predictions([0, 1], [1.0, 2.0], [1.0, 2.0], reset=[1.0])
+    # round 26, third pass (two readers: "halves the MSE" yet "closer on 48 of 100 minutes"; the upper lines
+    # overlap): given stretches, the error panel labels each with both mean squared errors and shades those where
+    # the carried state's is lower (here the first: 0.0000 against 0.2500; the second: 0.2500 against 0.0000)
+    fig = plots.step_predictions([0, 1, 2, 3], [1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.5, 1.5], reset=[1.5, 1.5, 1.0, 1.0],
+                                 parts=[(0, 2), (2, 4)])
+    ax, err = fig.axes
+    assert [t.get_text() for t in err.texts] == ["MSE: state 0.0000\nlast 10 only 0.2500",
+                                                 "MSE: state 0.2500\nlast 10 only 0.0000"]
+    assert len(err.patches) == 1 and err.get_legend() is None and "shaded" in err.get_title()
+    assert [line.get_xdata()[0] for line in err.lines[2:]] == [1.5]  # one divider, between the stretches
 
 
 # --------------------------------------------------------------------------- 04 validation queues
