@@ -351,6 +351,9 @@ def test_ptb_grid_draws_every_token_of_a_layout():
     # of the row's last cell read (token 14 of row 0), on its top edge, and arches over the cells never read
     assert all(a.xyann[0] == 14.5 and a.xyann[1] < a.xy[1] for a in jumps)
     assert all("arc3" in str(a.arrow_patch.get_connectionstyle().__class__).lower() for a in jumps)
+    # round 26 (a reader): the jump back is where the state is reset, so it is not drawn as the legend's solid
+    # "state, carried" arrow: dashed, in another colour
+    assert all(a.arrow_patch.get_linestyle() == "--" and a.arrow_patch.get_edgecolor()[:3] != (0, 0, 0) for a in jumps)
     assert {"0–4", "17–21", "34–38", "51–55"} <= set(labels)
     # says when it happens; round 23 (a reader): not "with repeat=True", which the notebook introduces later
     assert "the next pass,\nbatch 3: window 0 again:\nreset the state" in labels
@@ -497,6 +500,9 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
     carried, baseline = err.lines
     assert np.allclose(carried.get_ydata(), [0.1, 0.1, 0.3]) and np.allclose(baseline.get_ydata(), [1.0, 1.4, 1.8])
     assert carried.get_label() == "state carried" and baseline.get_linestyle() == ":"
+    # round 26 (a reader): the three lines overlap in the upper panel; its title no longer says only the dashed one
+    # follows the measured line, it points to the errors below
+    assert "both predictions stay close to the measured line" in ax.get_title() and "panel below" in ax.get_title()
     assert err.get_xlabel() == "minute" and "absolute error" in err.get_ylabel() and err.get_ylim()[0] == 0
     # round 25, second round (two readers: a reset before each call fed single minutes, which training never did;
     # the notebook's baseline is now each minute's last 10 minutes from a zero state, labelled by the caller), and
@@ -507,6 +513,16 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
     assert err.lines[1].get_label() == "last 10 minutes only" and "scaled" in err.get_ylabel()
     with pytest.raises(ValueError, match="same length"):
         plots.step_predictions([0, 1], [1.0, 2.0], [1.0, 2.0], reset=[1.0])
+    # round 26, third pass (two readers: "halves the MSE" yet "closer on 48 of 100 minutes"; the upper lines
+    # overlap): given stretches, the error panel labels each with both mean squared errors and shades those where
+    # the carried state's is lower (here the first: 0.0000 against 0.2500; the second: 0.2500 against 0.0000)
+    fig = plots.step_predictions([0, 1, 2, 3], [1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.5, 1.5], reset=[1.5, 1.5, 1.0, 1.0],
+                                 parts=[(0, 2), (2, 4)])
+    ax, err = fig.axes
+    assert [t.get_text() for t in err.texts] == ["MSE: state 0.0000\nlast 10 only 0.2500",
+                                                 "MSE: state 0.2500\nlast 10 only 0.0000"]
+    assert len(err.patches) == 1 and err.get_legend() is None and "shaded" in err.get_title()
+    assert [line.get_xdata()[0] for line in err.lines[2:]] == [1.5]  # one divider, between the stretches
 
 
 # --------------------------------------------------------------------------- 04 validation queues

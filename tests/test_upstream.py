@@ -289,7 +289,7 @@ def test_03_keras_fit_does_not_reset_a_stateful_rnn_between_epochs():
     data = tf.data.Dataset.from_tensors((tf.ones([2, 4, 1]), tf.zeros([2, 4, 3])))
     model.fit(data, epochs=2, shuffle=False, verbose=0, callbacks=[Spy()])
     assert seen[0] == 0.0 and seen[1] > 0, lesson(
-        NB03, "Now (TF2): four cells to copy (and two more for many series)",
+        NB03, "Now (TF2): the technique in one cell, then the version to copy",
         "Keras' fit keeps a stateful RNN's state from one epoch to the next (the notebook resets it in a callback)")
 
 

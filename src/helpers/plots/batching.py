@@ -13,7 +13,8 @@ __all__ = ["ptb_grid", "reading_losses", "series_groups", "step_predictions"]
 
 # Okabe and Ito's colour-blind-safe colours, with the text colour each needs: one per batch of a pass.
 _BATCH_COLORS = (("#0072B2", "white"), ("#E69F00", "black"), ("#009E73", "white"),
-                 ("#CC79A7", "black"), ("#56B4E9", "black"), ("#D55E00", "white"))
+                 ("#CC79A7", "black"), ("#56B4E9", "black"), ("#D55E00", "white"),
+                 ("#F0E442", "black"))
 # the state carried from one batch to the next (the gradient does not follow it back)
 _CARRY_ARROW = {"arrowstyle": "-|>", "color": "black", "linewidth": 3.0, "linestyle": "solid",
                 "mutation_scale": 22, "connectionstyle": "arc3,rad=-1.0", "shrinkA": 0, "shrinkB": 0}
@@ -35,7 +36,7 @@ def ptb_grid(layout: Any) -> Any:
     """The PTB layout as a grid: the stream cut into rows, each ``x`` window coloured by its batch.
 
     ``layout`` is a :class:`helpers.batching.Layout` (``ptb_layout(n_tokens, batch_size, num_steps)``)
-    with at most 6 batches per pass. A cell holds the token's position in the stream, coloured by the
+    with at most 7 batches per pass. A cell holds the token's position in the stream, coloured by the
     batch whose ``x`` reads it. A grey panel holds each row with its ``y`` strip (so a strip visibly belongs
     to the row above it, not to the next). Under every row a strip draws ``y``: each batch's window again, in its
     colour, one token to the right (so the column after the last window is a target only: white). A band
@@ -121,12 +122,14 @@ def ptb_grid(layout: Any) -> Any:
     blue, blue_ink = _BATCH_COLORS[0]
     for s in range(b):  # round 25 (two readers): from the middle of the last cell read, over the cells never read
         ax.annotate("", xy=(next_left - 0.05, s * _PITCH + 0.5), xytext=(last_target - 0.5, s * _PITCH + _LANE),
-                    arrowprops={"arrowstyle": "-|>", "color": "black", "linewidth": 2, "mutation_scale": 14,
-                                "connectionstyle": "arc3,rad=-0.35", "shrinkA": 0})
+                    arrowprops={"arrowstyle": "-|>", "color": "#D55E00", "linewidth": 2, "mutation_scale": 14,
+                                "connectionstyle": "arc3,rad=-0.35", "shrinkA": 0, "linestyle": "--"})
+        # round 26 (a reader): dashed and red, not the solid black of "the state, carried": here the state is reset
         box(next_left, s * _PITCH + 0.08, next_width, 0.84, blue, blue_ink,
             f"{s * length}–{s * length + n - 1}", size=10, style="--")
     ax.text(next_left + next_width / 2, band + band_height / 2, f"the next pass,\nbatch {passes}: "
-            "window 0 again:\nreset the state", ha="center", va="center", fontsize=9, fontweight="bold")
+            "window 0 again:\nreset the state", ha="center", va="center", fontsize=9, fontweight="bold",
+            color="#D55E00")  # round 26: in the colour of the dashed reset arrows
     below = b * _PITCH - 0.1  # the tokens the reshape drops: where the stream goes on, under the last row
     for i, token in enumerate(dropped):
         box(i, below, 1, 1, "#f2f2f2", "0.45", str(token), edge="0.6")
@@ -207,7 +210,8 @@ def reading_losses(losses: Mapping[str, float], uniform: float | None = None) ->
                 fontsize=9)
     ax.set(xticks=positions, xticklabels=names, ylim=(0, top * 1.15), xlim=(-0.6, positions[-1] + 1.55))
     ax.set_title(f"Held-out fables, one seed: the carried state is {gain:.2f} nats below the plain LSTM")
-    ax.set_ylabel("loss per character, nats (lower is better)")
+    # round 26 (a reader): the unit defined on the figure, not only in the markdown above it
+    ax.set_ylabel("mean −ln p(next character), nats (lower is better)")
     ax.grid(axis="x", visible=False)
     fig.tight_layout()
     return fig
@@ -219,7 +223,7 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
     ``lengths[g]`` lists the lengths of group ``g``'s series, shortest first (one series per row of its batches),
     ``names[g]`` their names (series numbers), ``num_steps`` the steps per batch. As copy 5 cuts them, every series
     of a group is read up to the group's shortest length: ``(shortest - 1) // num_steps`` windows, each coloured by
-    its place in the group's pass (window 0 blue, as in :func:`ptb_grid`), then one step that is only a target
+    its batch, counted across groups (batch 0 blue, as in :func:`ptb_grid`), then one step that is only a target
     (white); the steps after the shortest length are cut (crossed out, grey). A band over each group's windows names
     the batch that reads them, counted across groups; a red bar left of each group marks the reset before its first
     batch. Rows of different groups are separated by a gap.
@@ -236,8 +240,8 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
     if any(list(group) != sorted(group) for group in lengths):
         raise ValueError("each group's lengths must be sorted, shortest first, as copy 5 sorts them")
     passes = [(group[0] - 1) // num_steps for group in lengths]
-    if max(passes) > len(_BATCH_COLORS):
-        raise ValueError(f"a group has {max(passes)} batches; the figure shows at most {len(_BATCH_COLORS)}")
+    if sum(passes) > len(_BATCH_COLORS):  # round 26 (a reader): one colour per batch, counted across groups
+        raise ValueError(f"the groups have {sum(passes)} batches; the figure shows at most {len(_BATCH_COLORS)}")
     widest = max(max(group) for group in lengths)
     rows = sum(len(group) for group in lengths) + 1.6 * (len(lengths) - 1)
     fig, ax = new_figure(width=max(6.0, 0.36 * widest + 3.0), height=0.42 * rows + 0.55 * len(lengths) + 1.6)
@@ -247,7 +251,7 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
         kept = group[0]  # every series of the group is cut to its shortest
         read = passes[g] * num_steps  # steps read as x; step `read` is only a target
         for k in range(passes[g]):  # the band naming the batch over each window
-            face, ink = _BATCH_COLORS[k]
+            face, ink = _BATCH_COLORS[first_batch + k]
             ax.add_patch(Rectangle((k * num_steps + 0.05, top - 1.0), num_steps - 0.1, 0.85, facecolor=face,
                                    edgecolor="black", linewidth=0.8))
             ax.text(k * num_steps + num_steps / 2, top - 0.57, f"batch {first_batch + k}", ha="center",
@@ -256,7 +260,7 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
             y = top + s
             for t in range(length):
                 if t < read:
-                    face = _BATCH_COLORS[t // num_steps][0]
+                    face = _BATCH_COLORS[first_batch + t // num_steps][0]
                 elif t < kept:
                     face = "white"
                 else:
@@ -292,13 +296,15 @@ def series_groups(lengths: Any, names: Any, num_steps: int) -> Any:
 
 
 def step_predictions(minutes: Any, measured: Any, predicted: Any, reset: Any = None,
-                     reset_label: str = "the same, state reset before each call") -> Any:
+                     reset_label: str = "the same, state reset before each call", parts: Any = None) -> Any:
     """A series as measured (black) and as predicted one step at a time (dashed, red).
 
     Given ``reset`` (the same model's predictions without the state carried from the start, e.g. each one from a
     zero state over a short window), a dotted grey line shows them too, labelled ``reset_label``, and a second panel
     below shows each method's absolute error at every step, so that where they differ is seen at a glance. The
-    temperatures are in the simulation's scaled units (the y axis says so).
+    temperatures are in the simulation's scaled units (the y axis says so). Given ``parts`` too (``(start, stop)``
+    index pairs), the error panel is cut there, each stretch labelled with both methods' mean squared errors, and
+    the stretches where the carried state's is lower are shaded.
 
     >>> fig = step_predictions([0, 1, 2], [1.0, 2.0, 3.0], [1.1, 1.9, 3.2])
     >>> [line.get_label() for line in fig.axes[0].lines]
@@ -323,13 +329,30 @@ def step_predictions(minutes: Any, measured: Any, predicted: Any, reset: Any = N
         err.plot(minutes, np.abs(reset - measured), color="0.45", linewidth=1.8, linestyle=":", label=reset_label)
         err.set(xlabel="minute", ylabel="absolute error\n(scaled units)", ylim=(0, None))
         err.set_title("the error of each method at every minute: lower is better", fontsize=10)
-        err.legend(loc="best", fontsize=8.5)
+        if not parts:
+            err.legend(loc="best", fontsize=8.5)
+        else:  # the lines are those of the legend above; the stretches' labels take the legend's place
+            err.set_title("the error at every minute (lower is better); shaded: where the state's MSE is lower",
+                          fontsize=10)
+            err.set_ylim(0, 1.5 * max(np.abs(predicted - measured).max(), np.abs(reset - measured).max()))
+        for start, stop in parts or ():  # round 26, third pass (two readers): where the state helps, at a glance
+            carried, window = (float(np.mean((a[start:stop] - measured[start:stop]) ** 2)) for a in (predicted, reset))
+            left, right = minutes[start], minutes[stop - 1]
+            if carried < window:
+                err.axvspan(left - 0.5, right + 0.5, color=COLORS[1], alpha=0.10, linewidth=0)
+            if stop < len(minutes):
+                err.axvline((right + minutes[stop]) / 2, color="0.6", linewidth=0.8, linestyle="--")
+            err.text((left + right) / 2, 0.96, f"MSE: state {carried:.4f}\nlast 10 only {window:.4f}", transform=err.get_xaxis_transform(),
+                     ha="center", va="top", fontsize=8.5, color=COLORS[1] if carried < window else "0.3")
     else:
         ax.set(xlabel="minute")
     ax.set(ylabel="room temperature\n(scaled units)")
     # what to see (a reader): the dashed line follows the black one although each call reads one minute only
     title = (f"{len(minutes)} new minutes, one call each: the state carries every earlier minute\n"
              "into the next prediction, so the dashed line follows the measured one")
+    if reset is not None:  # round 26 (a reader): both lines follow the measured one here; say so, point below
+        title = (f"{len(minutes)} new minutes: both predictions stay close to the measured line;\n"
+                 "the panel below shows where their errors differ")
     ax.set_title(title, fontsize=10.5)
     ax.legend(loc="best", fontsize=9)
     fig.tight_layout()
