@@ -523,7 +523,7 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert len(fig.axes) == 3  # no reads: the grids only
     assert "the toy set" in [t.get_text() for t in fig.texts]
     cycling, once, fresh = fig.axes
-    assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 2.5)]  # each panel as wide as its longest pass
+    assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 3.5)]  # round 26: one width, the columns line up
     assert not cycling.get_xticks().size and not once.get_xticks().size  # no x axis: the cells carry the ids
     assert len(cycling.patches) == 8 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read,
     # nothing else (round 25: no outline around a pass that starts partway; its first id says so)
@@ -531,16 +531,19 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
     assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...",
                                                           "an id read a second time in the same pass"]
-    # round 25, third edit: "read twice in one pass" let a half-red batch read as a fourth batch
-    red = legend.get_patches()[2].get_facecolor()
+    # round 25, third edit: "read twice in one pass" let a half-red batch read as a fourth batch;
+    # round 26: a red fill hid the batch an id was read in: a red frame on the batch's own fill
+    red = legend.get_patches()[2].get_edgecolor()
     assert red not in [p.get_facecolor() for p in legend.get_patches()[:2]]  # red is none of the batch fills
-    twice = [p.get_xy() for p in cycling.patches if p.get_facecolor() == red]
+    twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
     assert twice == [(3 - 0.5, 0 - 0.5),   # the second read of id 0 in pass 1, not its first
                      (3 - 0.5, 1 - 0.5)]   # the second read of id 1 in pass 2
-    assert not [p for p in fresh.patches if p.get_facecolor() == red]  # a new loop per pass reads nothing twice
+    assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
-    assert len({p.get_edgecolor() for ax in fig.axes for p in ax.patches}) == 1  # one mark for a cell: its fill
+    assert [p.get_facecolor() for p in cycling.patches[2:4]] == [fills[2]] * 2  # batch 2 of pass 1: ids 2 and 0,
+    # the second read of 0 framed, not refilled
+    assert {p.get_facecolor() for ax in fig.axes for p in ax.patches} == set(fills)  # every read keeps its batch's fill
     short = plots.validation_passes([("too few", [[[0, 1]], [[2, 0]]])])  # each pass skips an id the other reads
     gone = [p for p in short.axes[0].patches if p.get_hatch() == "///"]
     assert [p.get_xy() for p in gone] == [(2.5, -0.5), (2.5, 0.5)]  # id 2 after pass 1's reads and a gap; id 1 after pass 2's
@@ -612,7 +615,7 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     at_stop = [line for line in back.lines if line.get_marker() not in ("None", None, "")
                and 60 in list(line.get_xdata())]  # the only markers at the stop step: the passes themselves
     assert [line.get_label() for line in at_stop] == ["validation loss of each pass",
-                                                      "no lower loss than the best: patience counts these"]
+                                                      "since the best, none lower: patience counts these"]
     assert [t.get_text() for t in back.texts] == ["best 1.000", "1.200"]  # no label for the ring: the legend has it
     fig = back.figure  # round 25: the legend covered the middle of the curve; now it is clear of every
     fig.canvas.draw()  # marker and left of the stop line

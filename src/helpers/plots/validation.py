@@ -55,7 +55,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
                 textcoords="offset points", xytext=(2, 3), ha="left", va="bottom", fontsize=9, color=COLORS[2])
     if stopped:
         ax.plot([steps[i] for i in after], [losses[i] for i in after], ls="none", marker="o", ms=11, mfc="none",
-                mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
+                mec=COLORS[1], mew=2.0, zorder=3, label="since the best, none lower: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
     last = len(curve) - 1
@@ -237,12 +237,13 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
     each pass read, in order, one cell per example, its batch shown by alternating fills; a read of an
-    id that the same pass already read is filled red (the first read is not); the panel's
+    id that the same pass already read keeps its batch's fill in a red frame, its id in red (the first
+    read is not framed; round 26: a red fill hid which batch the id was in); the panel's
     other ids (those it read in any pass) that this pass did not read, grey and hatched, after a gap
     and a dotted line (not part of what the pass read); "empty" marks a pass that read nothing.
     ``answer``: the index of the panel that shows the right way, drawn on a green tint with a green
-    frame and title. Each panel is as wide as its longest
-    row, with no x axis (the cells carry the ids); one legend, under the panels, names only what
+    frame and title. Every panel is as wide as the longest row of any panel (round 26), so that
+    the columns line up (the n-th id of a pass under the n-th of the others), with no x axis (the cells carry the ids); one legend, under the panels, names only what
     is drawn.
     ``panels_title`` heads the bottom row.
 
@@ -288,9 +289,10 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                for passes, every in zip(flat, everything)]  # ids a pass that read something did not read
     widths = [max(1, max(len(ids) + (len(gone) + 1 if gone else 0) for ids, gone in zip(passes, missing)))
               for passes, missing in zip(flat, skipped)]
+    widths = [max(widths)] * len(widths)  # one width: the columns of every panel line up
     lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.1, wspace=0.08)
     bottom_axes = lower.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
-    fills, red_fill, gray_fill = ("#c6dbef", "#fdd9b5"), "#e8716d", "#eeeeee"  # alternating: one fill per batch
+    fills, red_fill, gray_fill = ("#c6dbef", "#fdd9b5"), "#d62728", "#eeeeee"  # alternating: one fill per batch
     rows = max(len(passes) for _, passes in panels)
     seen = {"red": False, "skipped": False}
     for column, ((title, passes), ids_per_pass) in enumerate(zip(panels, flat)):
@@ -304,9 +306,11 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                 for value in batch:
                     twice = value in ids[:col]  # read before in this pass: this read red, not the first
                     seen["red"] |= twice
-                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=0.8, edgecolor="white",
-                                               facecolor=red_fill if twice else fills[batch_number % 2]))
-                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9)
+                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.4 if twice else 0.8,
+                                               edgecolor=red_fill if twice else "white", zorder=3 if twice else 1,
+                                               facecolor=fills[batch_number % 2]))
+                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9, zorder=4,
+                            color=red_fill if twice else "black", fontweight="bold" if twice else "normal")
                     col += 1
             if gone:  # a gap and a dotted line: what follows was not read
                 ax.plot([col, col], [row - 0.45, row + 0.45], color="0.45", lw=1.2, ls=":")
@@ -335,7 +339,8 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             ax.set_ylim(rows - 0.3, -0.7)
     legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
               Patch(facecolor=fills[1], label="batch 2, 4, ...")]
-    legend += [Patch(facecolor=red_fill, label="an id read a second time in the same pass")] * seen["red"]
+    legend += [Patch(facecolor="white", edgecolor=red_fill, lw=2.4,
+                     label="an id read a second time in the same pass")] * seen["red"]
     legend += [Patch(facecolor=gray_fill, edgecolor="0.55", hatch="///", label="not read in this pass (after the dotted line)")] * seen["skipped"]
     lower.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=8.5, handlelength=1.2,
                  columnspacing=1.2, frameon=False)
