@@ -1503,13 +1503,13 @@ def test_the_notebooks_copy_holds_no_guards_the_docs_subclass_holds_both_and_the
     after = said.split("### KeepBest on a model like yours", 1)[1]
     hidden = ("Keras's `EarlyStopping`, `ModelCheckpoint` and `History` do not see these passes (`History` kept "
               "only `loss`): read `keep_best.curve` and `keep_best.results`.")
-    assert hidden in after and after.index(hidden) < after.index("Two silent mistakes")  # next to the run, first
-    watch = after.split("Two silent mistakes, which the helper's two guards refuse "
-                        "([how](../docs/validation.md#two-guards-for-the-copy)):", 1)[1]
-    rules = ["**`compile(steps_per_execution=N)`** runs N steps per call into Keras's compiled graph. Keep the "
-             "default, 1: with N > 1, `fit` calls back once per N steps, so passes are missed.",
-             "**A second `fit` call**: give it a new callback. The old one repeats the pass at the step where the "
-             "first call ended, and patience counts it."]
+    assert hidden in after and after.index(hidden) < after.index("Do two things")  # next to the run, first
+    watch = after.split("Do two things, or passes go missing or repeat silently (the helper refuses both, "
+                        "[how](../docs/validation.md#two-guards-for-the-copy)):", 1)[1]  # round 26, second pass:
+    rules = ["**Keep `compile`'s default `steps_per_execution=1`** (N steps per call into Keras's compiled "  # what
+             "graph): with N > 1, `fit` calls back once per N steps, so passes are missed.",  # to do, first
+             "**Give every `fit` call a new callback.** An old one repeats the pass at the step where the "
+             "last call ended, and patience counts it."]
     assert [watch.index(rule) for rule in rules] == sorted(watch.index(rule) for rule in rules)  # in this order
     assert "steps_per_execution" not in said.split("### KeepBest on a model like yours", 1)[0]  # not before it
     assert "Never call `model.evaluate()` in a callback: it overwrites `History`'s training loss" in said
@@ -1745,7 +1745,7 @@ def test_the_notebook_names_one_keep_best_and_no_helper_class_shares_a_copied_na
     said = " ".join(notebook_markdown().split())
     assert ("`helpers.validation.KeepBest` takes the same arguments and adds sample weights, a loss per output, several "
             "devices, and two guards") in said
-    assert "The copy reads `(x, y)` batches, and each new best copies all the weights to memory" in said
+    assert "The copy reads `(x, y)` batches; each new best copies all the weights to memory." in said
 
 
 def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_loss(tmp_path):
@@ -1784,3 +1784,32 @@ def test_the_notebooks_inline_generator_makes_the_helpers_examples():
     for ours, helpers in pairs:
         batches = list(zip(ours, helpers, strict=True))
         assert batches and all(np.array_equal(a, b) for mine, its in batches for a, b in zip(mine, its, strict=True))
+
+
+def test_finite_training_data_keep_best_in_epochs_and_the_two_routes_that_need_repeat():
+    """Round 26, second pass: the notebook's 'If your training data is finite'. On a finite training set
+    of unknown size, fit(epochs=E) with KeepBest validates every K steps across epoch ends; the loop
+    raises StopIteration; the built-in steps_per_epoch=K warns "Your input ran out of data" and each
+    "epoch" ends early (fewer than K batches). Keras 3.15 adds one to optimizer.iterations at the end of
+    each such epoch (the step that found the data spent: no update), so KeepBest's steps are Keras's count."""
+    finite = V.generated_dataset(30, 32, seed=0)  # the notebook's finite_ds: 17 batches an epoch
+    assert sum(1 for _ in finite) == 17
+    model = compiled(make_model())
+    ours = notebook_function("KeepBest")(val_ds(), 20, MSE, restore_best=True, patience=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(finite, epochs=6, callbacks=[ours], shuffle=False, verbose=0)
+    assert [step for step, _ in ours.curve] == list(range(0, 101, 20)) and int(model.optimizer.iterations) == 6 * 18
+    train_step, val_sums = notebook_steps(make_model())
+    with pytest.raises(StopIteration):
+        notebook_function("train_and_validate")(finite, val_ds(), train_step, val_sums, 100, 20)
+    batches = []
+    count = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: batches.append(0),
+                                           on_train_batch_end=lambda batch, logs: batches.__setitem__(-1, batches[-1] + 1))
+    builtin = compiled(make_model())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        builtin.fit(finite, steps_per_epoch=20, epochs=3, validation_data=val_ds(), callbacks=[count], shuffle=False,
+                    verbose=0)
+    assert batches == [17, 17, 17]  # each "epoch" of K = 20 steps ends early, where the data does
+    assert any("Your input ran out of data" in str(w.message) for w in caught)

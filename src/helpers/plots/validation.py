@@ -21,9 +21,10 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     value) and a dashed line at the last pass says where ``fit`` stopped. ``restored``: the loss of
     a pass on the weights ``fit`` left, a green ring around the star at ``(best_step, restored)``
     (the best step's weights, put back; nothing is drawn at the stop line); star and ring share one
-    legend entry. Log y axis with plain
-    tick labels (the first pass is often far above the rest); the legend top right, left of the
-    stop line. Returns the Figure.
+    legend entry. Linear y axis from 0, its top near the late passes: a pass above it (the first
+    ones, often far above the rest) is an open triangle at the top edge, its value beside it; the
+    lowest other pass, when within 15% of the best, is labelled with its value (a near miss, not
+    a second best). The legend top right, left of the stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
     >>> [text.get_text() for text in fig.axes[0].get_legend().get_texts()][:2]
@@ -33,7 +34,6 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     """
     from matplotlib.legend_handler import HandlerTuple
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, LogLocator
 
     if not curve:
         raise ValueError("curve is empty: give the (step, validation loss) of at least one pass")
@@ -66,18 +66,28 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     if restored is not None:  # a ring around the star: the best step's weights, put back after fit
         ax.plot([best_step], [restored], ls="none", marker="o", ms=26, mfc="none", mec=COLORS[2], mew=1.8,
                 zorder=4, label="_restored")  # one legend entry with the star: the same point
+    others = [i for i in range(len(curve)) if i not in (best, last)]
+    near = min(others, key=lambda i: losses[i], default=None)
+    if near is not None and losses[near] <= 1.15 * losses[best]:  # a near miss: its value, so it is not read as a best
+        ax.annotate(f"{losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points", xytext=(0, 8),
+                    ha="center", va="bottom", fontsize=9, color="0.2", zorder=5)
     span = max(steps[-1] - steps[0], 1)
     right = steps[-1] + 0.04 * span
-    ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    low = min(losses + ([restored] if restored is not None else []))
-    ax.set_ylim(low / 1.6, max(losses) * 1.6)
+    ranked = sorted(losses + ([restored] if restored is not None else []))
+    top = min(max(ranked), 1.6 * ranked[int(0.8 * (len(ranked) - 1))])  # room for the legend; the first passes above
+    ax.set_ylim(0, top * 1.02)
+    above = [i for i in range(len(curve)) if losses[i] > top]
+    if above:  # off the top: an open triangle at the edge, the value beside it
+        ax.scatter([steps[i] for i in above], [top * 1.02] * len(above), marker="^", s=40, facecolors="white",
+                   edgecolors=COLORS[0], linewidths=1.4, zorder=3, clip_on=False)
+        for i in above:
+            ax.annotate(f"{losses[i]:.3g}", (steps[i], top * 1.02), textcoords="offset points", xytext=(6, -3), ha="left",
+                        va="top", fontsize=8, color=COLORS[0])
     left = steps[0] - 0.04 * span
     ax.set_xlim(left, right)
     ax.set_xticks(steps[::2] if len(steps) > 12 else steps)
     ax.set_xlabel("training step")
-    ax.set_ylabel("validation loss (log scale)")
+    ax.set_ylabel("validation loss")
     # the legend top right, above the late passes and left of the stop line: clear of every marker
     anchor = ((steps[-1] - left) / (right - left) - 0.015, 1.0) if stopped else (1.0, 1.0)
     handles, labels = ax.get_legend_handles_labels()
@@ -87,7 +97,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=1)}, loc="upper right",
               bbox_to_anchor=anchor, fontsize=9, framealpha=0.95)
     if title:
-        ax.set_title(title, fontsize=11)
+        ax.set_title(title, fontsize=11, pad=12)
     fig.tight_layout()
     return fig
 
