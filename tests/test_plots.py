@@ -632,7 +632,12 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     noisy = keep_best_curve(list(zip(range(0, 401, 20), losses)), 300, patience=5, restored=0.18).axes[0]
     noisy.figure.canvas.draw()
     # round 26, second pass: readers took the near miss at 240 (0.192) for the best; its value is labelled again
-    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272", "0.192", "8.3", "3.5", "2.6"]
+    # round 26, third pass: it says what it is ("closest miss"), under the best line; the triangles have a legend entry
+    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272", "closest miss 0.192", "8.3", "3.5", "2.6"]
+    assert noisy.texts[2].get_window_extent().y1 < noisy.transData.transform((240, 0.18))[1]
+    assert [t.get_text() for t in noisy.get_legend().get_texts()][-1] == "above the scale (first passes): value beside"
+    box = noisy.get_legend().get_window_extent()
+    assert not [p for p in noisy.transData.transform(list(zip(range(0, 401, 20), losses))) if box.contains(*p)]
     label = noisy.texts[0].get_window_extent()
     ticks = [t.get_window_extent() for t in noisy.get_xticklabels() if t.get_text()]
     assert not [t for t in ticks if t.overlaps(label)] and label.y0 >= noisy.transData.transform((0, 0.18))[1]

@@ -1501,8 +1501,10 @@ def test_the_notebooks_copy_holds_no_guards_the_docs_subclass_holds_both_and_the
     assert "self.curve[-1][0] != int(self.model.optimizer.iterations)" in begin
     said = " ".join(notebook_markdown().split())  # round 26: the two rules are bullets after the run
     after = said.split("### KeepBest on a model like yours", 1)[1]
-    hidden = ("Keras's `EarlyStopping`, `ModelCheckpoint` and `History` do not see these passes (`History` kept "
-              "only `loss`): read `keep_best.curve` and `keep_best.results`.")
+    hidden = ("`History`, `EarlyStopping` and `ModelCheckpoint` read the logs when an epoch ends: they miss these "
+              "passes (`History` kept only `loss`): read `keep_best.curve` and `keep_best.results`.")
+    # round 26, third pass: the copy's comment says the same (only callbacks listed after it, at that step)
+    assert "logs.update(results)   # callbacks listed after this one see val_loss, at this step only" in core
     assert hidden in after and after.index(hidden) < after.index("Do two things")  # next to the run, first
     watch = after.split("Do two things, or passes go missing or repeat silently (the helper refuses both, "
                         "[how](../docs/validation.md#two-guards-for-the-copy)):", 1)[1]  # round 26, second pass:
@@ -1609,10 +1611,6 @@ def docs_block(heading: str, kind: str = "python", number: int = 0) -> str:
     return [text for info, text in blocks if info == kind][number]
 
 
-def next_step_snippet() -> str:
-    """The code of the notebook's 'Optional' next step, which the notebook links to in the docs."""
-    assert "docs/validation.md#keepbest-on-disk-or-in-tensorboard" in notebook_markdown()
-    return docs_block("KeepBest on disk or in TensorBoard")
 
 
 def test_the_docs_tf1_feedable_iterator_prints_what_the_docs_say():
@@ -1670,11 +1668,10 @@ def test_the_notebooks_keep_best_with_patience_5_outlasts_the_noise_and_loses_no
 
 
 def test_the_notebooks_next_step_saves_the_best_passs_weights_on_disk(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the snippet writes best.weights.h5 in the working directory
-    scope = {"tf": tf, "keras": keras, "KeepBest": notebook_function("KeepBest")}
-    exec(next_step_snippet(), scope)  # noqa: S102 - our own notebook
+    monkeypatch.chdir(tmp_path)  # the class writes best.weights.h5 in the working directory
+    # round 26, third pass: KeepBestOnDisk moved from the docs into the notebook's finite-data cell
     model = compiled(make_model(), keras.optimizers.Adam(0.1))
-    callback = scope["KeepBestOnDisk"](val_ds(), 2, MSE, patience=2)
+    callback = notebook_function("KeepBestOnDisk")(val_ds(), 2, MSE, patience=2)
     _fit([callback], model, steps_per_epoch=40)
     assert callback.best_step != callback.curve[-1][0]  # the file must hold an earlier pass's weights
     loaded = make_model()
@@ -1786,7 +1783,7 @@ def test_the_notebooks_inline_generator_makes_the_helpers_examples():
         assert batches and all(np.array_equal(a, b) for mine, its in batches for a, b in zip(mine, its, strict=True))
 
 
-def test_finite_training_data_keep_best_in_epochs_and_the_two_routes_that_need_repeat():
+def test_finite_training_data_keep_best_in_epochs_and_the_two_routes_that_need_repeat(tmp_path, monkeypatch):
     """Round 26, second pass: the notebook's 'If your training data is finite'. On a finite training set
     of unknown size, fit(epochs=E) with KeepBest validates every K steps across epoch ends; the loop
     raises StopIteration; the built-in steps_per_epoch=K warns "Your input ran out of data" and each
@@ -1795,11 +1792,14 @@ def test_finite_training_data_keep_best_in_epochs_and_the_two_routes_that_need_r
     finite = V.generated_dataset(30, 32, seed=0)  # the notebook's finite_ds: 17 batches an epoch
     assert sum(1 for _ in finite) == 17
     model = compiled(make_model())
-    ours = notebook_function("KeepBest")(val_ds(), 20, MSE, restore_best=True, patience=5)
+    monkeypatch.chdir(tmp_path)  # round 26, third pass: the notebook's KeepBestOnDisk writes best.weights.h5 here
+    ours = notebook_function("KeepBestOnDisk")(val_ds(), 20, MSE, patience=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(finite, epochs=6, callbacks=[ours], shuffle=False, verbose=0)
     assert [step for step, _ in ours.curve] == list(range(0, 101, 20)) and int(model.optimizer.iterations) == 6 * 18
+    model.load_weights(str(tmp_path / "best.weights.h5"))  # the file holds the best pass's weights
+    assert np.isclose(ours.validation_pass()["val_loss"], ours.best_loss, rtol=1e-5)
     train_step, val_sums = notebook_steps(make_model())
     with pytest.raises(StopIteration):
         notebook_function("train_and_validate")(finite, val_ds(), train_step, val_sums, 100, 20)

@@ -22,9 +22,9 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     a pass on the weights ``fit`` left, a green ring around the star at ``(best_step, restored)``
     (the best step's weights, put back; nothing is drawn at the stop line); star and ring share one
     legend entry. Linear y axis from 0, its top near the late passes: a pass above it (the first
-    ones, often far above the rest) is an open triangle at the top edge, its value beside it; the
-    lowest other pass, when within 15% of the best, is labelled with its value (a near miss, not
-    a second best). The legend top right, left of the stop line. Returns the Figure.
+    ones, often far above the rest) is an open triangle at the top edge, its value beside it (a legend
+    entry says so); the lowest other pass, when within 15% of the best, is labelled "closest miss
+    <value>" (not a second best). The legend top right, left of the stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
     >>> [text.get_text() for text in fig.axes[0].get_legend().get_texts()][:2]
@@ -44,7 +44,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     best = steps.index(best_step)
     after = list(range(best + 1, len(curve)))
     stopped = patience is not None and len(after) >= patience
-    fig, ax = new_figure(width=9.0, height=3.8)
+    fig, ax = new_figure(width=9.0, height=4.3)
     ax.plot(steps, losses, marker="o", ms=5, color=COLORS[0], lw=1.4, zorder=2, label="validation loss of each pass")
     kept = ("the best pass: its weights are kept" if restored is None
             else f"best pass, its weights restored after fit ({restored:.3f})")
@@ -69,8 +69,9 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     others = [i for i in range(len(curve)) if i not in (best, last)]
     near = min(others, key=lambda i: losses[i], default=None)
     if near is not None and losses[near] <= 1.15 * losses[best]:  # a near miss: its value, so it is not read as a best
-        ax.annotate(f"{losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points", xytext=(0, 8),
-                    ha="center", va="bottom", fontsize=9, color="0.2", zorder=5)
+        ax.annotate(f"closest miss {losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points",
+                    xytext=(0, -16), ha="center", va="top", fontsize=9, color="0.2", zorder=5,  # under the best line
+                    bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     span = max(steps[-1] - steps[0], 1)
     right = steps[-1] + 0.04 * span
     ranked = sorted(losses + ([restored] if restored is not None else []))
@@ -79,7 +80,8 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     above = [i for i in range(len(curve)) if losses[i] > top]
     if above:  # off the top: an open triangle at the edge, the value beside it
         ax.scatter([steps[i] for i in above], [top * 1.02] * len(above), marker="^", s=40, facecolors="white",
-                   edgecolors=COLORS[0], linewidths=1.4, zorder=3, clip_on=False)
+                   edgecolors=COLORS[0], linewidths=1.4, zorder=3, clip_on=False,
+                   label="above the scale (first passes): value beside")
         for i in above:
             ax.annotate(f"{losses[i]:.3g}", (steps[i], top * 1.02), textcoords="offset points", xytext=(6, -3), ha="left",
                         va="top", fontsize=8, color=COLORS[0])
