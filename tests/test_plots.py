@@ -574,7 +574,7 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     assert len(fig.axes) == 3  # no reads: the grids only
     assert "the toy set" in [t.get_text() for t in fig.texts]
     cycling, once, fresh = fig.axes
-    assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 2.5)]  # each panel as wide as its longest pass
+    assert [cycling.get_xlim(), once.get_xlim()] == [(-0.5, 3.5), (-0.5, 3.5)]  # round 26: one width, the columns line up
     assert not cycling.get_xticks().size and not once.get_xticks().size  # no x axis: the cells carry the ids
     assert len(cycling.patches) == 8 and len(once.patches) == 3 and len(fresh.patches) == 6  # one cell per id read,
     # nothing else (round 25: no outline around a pass that starts partway; its first id says so)
@@ -582,16 +582,19 @@ def test_validation_passes_draws_one_grid_per_panel_and_a_legend_where_red_is():
     legend = fig.legends[0]  # one legend under the panels, naming only what is drawn
     assert [t.get_text() for t in legend.get_texts()] == ["batch 1, 3, ...", "batch 2, 4, ...",
                                                           "an id read a second time in the same pass"]
-    # round 25, third edit: "read twice in one pass" let a half-red batch read as a fourth batch
-    red = legend.get_patches()[2].get_facecolor()
+    # round 25, third edit: "read twice in one pass" let a half-red batch read as a fourth batch;
+    # round 26: a red fill hid the batch an id was read in: a red frame on the batch's own fill
+    red = legend.get_patches()[2].get_edgecolor()
     assert red not in [p.get_facecolor() for p in legend.get_patches()[:2]]  # red is none of the batch fills
-    twice = [p.get_xy() for p in cycling.patches if p.get_facecolor() == red]
+    twice = [p.get_xy() for p in cycling.patches if p.get_edgecolor() == red]
     assert twice == [(3 - 0.5, 0 - 0.5),   # the second read of id 0 in pass 1, not its first
                      (3 - 0.5, 1 - 0.5)]   # the second read of id 1 in pass 2
-    assert not [p for p in fresh.patches if p.get_facecolor() == red]  # a new loop per pass reads nothing twice
+    assert not [p for p in fresh.patches if p.get_edgecolor() == red]  # a new loop per pass reads nothing twice
     fills = [p.get_facecolor() for p in fresh.patches[:3]]
     assert fills[0] == fills[1] != fills[2]  # ids 0, 1 in the first batch, id 2 in the second
-    assert len({p.get_edgecolor() for ax in fig.axes for p in ax.patches}) == 1  # one mark for a cell: its fill
+    assert [p.get_facecolor() for p in cycling.patches[2:4]] == [fills[2]] * 2  # batch 2 of pass 1: ids 2 and 0,
+    # the second read of 0 framed, not refilled
+    assert {p.get_facecolor() for ax in fig.axes for p in ax.patches} == set(fills)  # every read keeps its batch's fill
     short = plots.validation_passes([("too few", [[[0, 1]], [[2, 0]]])])  # each pass skips an id the other reads
     gone = [p for p in short.axes[0].patches if p.get_hatch() == "///"]
     assert [p.get_xy() for p in gone] == [(2.5, -0.5), (2.5, 0.5)]  # id 2 after pass 1's reads and a gap; id 1 after pass 2's
@@ -648,8 +651,12 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     assert list(counted.get_xdata()) == [40, 60] and counted.get_markerfacecolor() == "none"
     assert list(stop.get_xdata()) == [60, 60] and stop.get_label() == "fit stopped: 2 passes without a lower loss"
     assert matplotlib.colors.to_hex(counted.get_markeredgecolor()) == plots.COLORS[1]
-    assert [t.get_text() for t in ax.texts] == ["best 1.000", "1.200"]  # the best line's value and the last pass's
-    assert ax.get_yscale() == "log" and ax.get_title() == "kept"
+    # round 26, second pass: a linear axis from 0 (a log axis made 0.18 against 0.27 look tiny); a pass far above
+    # the late ones (8.0) is an open triangle at the top edge with its value
+    assert [t.get_text() for t in ax.texts] == ["best 1.000", "1.200", "8"]  # best line, last pass, the clipped pass
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 and ax.get_title() == "kept"
+    (clipped,) = ax.collections
+    assert [tuple(p) for p in clipped.get_offsets()] == [(0, ax.get_ylim()[1])] and clipped.get_clip_on() is False
     back = keep_best_curve(curve, 20, patience=2, restored=1.0).axes[0]  # a pass after fit: the best weights
     ring = back.lines[-1]  # round 25, third edit: a ring around the star, not a marker at the stop line
     assert list(ring.get_xdata()) == [20] and list(ring.get_ydata()) == [1.0]
@@ -663,8 +670,8 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     at_stop = [line for line in back.lines if line.get_marker() not in ("None", None, "")
                and 60 in list(line.get_xdata())]  # the only markers at the stop step: the passes themselves
     assert [line.get_label() for line in at_stop] == ["validation loss of each pass",
-                                                      "no lower loss than the best: patience counts these"]
-    assert [t.get_text() for t in back.texts] == ["best 1.000", "1.200"]  # no label for the ring: the legend has it
+                                                      "since the best, none lower: patience counts these"]
+    assert [t.get_text() for t in back.texts] == ["best 1.000", "1.200", "8"]  # no label for the ring: the legend has it
     fig = back.figure  # round 25: the legend covered the middle of the curve; now it is clear of every
     fig.canvas.draw()  # marker and left of the stop line
     box = back.get_legend().get_window_extent()
@@ -675,7 +682,13 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
               0.27, 0.25, 0.3, 0.245, 0.272]  # the notebook's run, rounded: its near miss sits 60 steps left
     noisy = keep_best_curve(list(zip(range(0, 401, 20), losses)), 300, patience=5, restored=0.18).axes[0]
     noisy.figure.canvas.draw()
-    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272"]  # no near-miss label
+    # round 26, second pass: readers took the near miss at 240 (0.192) for the best; its value is labelled again
+    # round 26, third pass: it says what it is ("closest miss"), under the best line; the triangles have a legend entry
+    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272", "closest miss 0.192", "8.3", "3.5", "2.6"]
+    assert noisy.texts[2].get_window_extent().y1 < noisy.transData.transform((240, 0.18))[1]
+    assert [t.get_text() for t in noisy.get_legend().get_texts()][-1] == "above the scale (first passes): value beside"
+    box = noisy.get_legend().get_window_extent()
+    assert not [p for p in noisy.transData.transform(list(zip(range(0, 401, 20), losses))) if box.contains(*p)]
     label = noisy.texts[0].get_window_extent()
     ticks = [t.get_window_extent() for t in noisy.get_xticklabels() if t.get_text()]
     assert not [t for t in ticks if t.overlaps(label)] and label.y0 >= noisy.transData.transform((0, 0.18))[1]

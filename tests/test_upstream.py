@@ -420,7 +420,7 @@ def test_keras_evaluate_adds_model_losses():
     penalty = float(sum(model.losses))
     gap = model.evaluate(val, verbose=0) - plain.evaluate(val, verbose=0)
     assert penalty > 0.01 and abs(gap - penalty) < 1e-5, lesson(
-        NB04, "Proof: Keras agrees with your loop; `model.evaluate()` in a callback does not", "model.evaluate adds model.losses (regularisers) to the loss it reports, as evaluate does")
+        NB04, "Inside `model.fit`: the built-in first", "model.evaluate adds model.losses (regularisers) to the loss it reports, as evaluate does")
 
 
 def _nb04_writes_val_loss(keras):

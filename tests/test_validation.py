@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import itertools
 import warnings
 import weakref
 
@@ -781,7 +782,7 @@ def notebook_function(name: str):
 
     from tests.notebook_answers import BEGIN, ROOT
 
-    scope = {"np": np, "tf": tf, "keras": keras, "validation": V}
+    scope = {"np": np, "tf": tf, "keras": keras, "validation": V, "itertools": itertools}
     cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
     for cell in cells:
         if cell.cell_type != "code" or BEGIN in cell.source or "%pip" in cell.source:  # answers; Colab's install
@@ -1498,18 +1499,20 @@ def test_the_notebooks_copy_holds_no_guards_the_docs_subclass_holds_both_and_the
     begin = subclass.split("def on_train_begin", 1)[1]
     assert "steps_per_execution != 1" in begin and "raise ValueError" in begin
     assert "self.curve[-1][0] != int(self.model.optimizer.iterations)" in begin
-    said = " ".join(notebook_markdown().split())  # round 25, third edit: the rules are bullets after the run
-    watch = said.split("Watch for these:", 1)[1]
-    rules = ["**`compile(steps_per_execution=N)`**: keep the default, 1. With N > 1, `fit` calls back once per N "
-             "steps, so passes are missed silently.",
-             "**A second `fit` call**: give it a new callback. The old one repeats the pass at the step where the "
-             "first call ended, and patience counts it.",
-             "**`History`, `EarlyStopping`, `ModelCheckpoint`**: they read the epoch's logs, which hold no mid-epoch "
-             "pass", "**\"Your input ran out of data\"**: Keras's own passes (`validation_data`, `evaluate`) print it"]
+    said = " ".join(notebook_markdown().split())  # round 26: the two rules are bullets after the run
+    after = said.split("### KeepBest on a model like yours", 1)[1]
+    hidden = ("`History`, `EarlyStopping` and `ModelCheckpoint` read the logs when an epoch ends: they miss these "
+              "passes (`History` kept only `loss`): read `keep_best.curve` and `keep_best.results`.")
+    # round 26, third pass: the copy's comment says the same (only callbacks listed after it, at that step)
+    assert "logs.update(results)   # callbacks listed after this one see val_loss, at this step only" in core
+    assert hidden in after and after.index(hidden) < after.index("Do two things")  # next to the run, first
+    watch = after.split("Do two things, or passes go missing or repeat silently (the helper refuses both, "
+                        "[how](../docs/validation.md#two-guards-for-the-copy)):", 1)[1]  # round 26, second pass:
+    rules = ["**Keep `compile`'s default `steps_per_execution=1`** (N steps per call into Keras's compiled "  # what
+             "graph): with N > 1, `fit` calls back once per N steps, so passes are missed.",  # to do, first
+             "**Give every `fit` call a new callback.** An old one repeats the pass at the step where the "
+             "last call ended, and patience counts it."]
     assert [watch.index(rule) for rule in rules] == sorted(watch.index(rule) for rule in rules)  # in this order
-    assert ("`helpers.validation.KeepBest` checks the first two ([how](../docs/validation.md#two-guards-for-the-copy))"
-            in watch)
-    assert said.index("Watch for these:") > said.index("### KeepBest on a model like yours")  # after the run
     assert "steps_per_execution" not in said.split("### KeepBest on a model like yours", 1)[0]  # not before it
     assert "Never call `model.evaluate()` in a callback: it overwrites `History`'s training loss" in said
 
@@ -1608,10 +1611,6 @@ def docs_block(heading: str, kind: str = "python", number: int = 0) -> str:
     return [text for info, text in blocks if info == kind][number]
 
 
-def next_step_snippet() -> str:
-    """The code of the notebook's 'Optional' next step, which the notebook links to in the docs."""
-    assert "docs/validation.md#keepbest-on-disk-or-in-tensorboard" in notebook_markdown()
-    return docs_block("KeepBest on disk or in TensorBoard")
 
 
 def test_the_docs_tf1_feedable_iterator_prints_what_the_docs_say():
@@ -1669,11 +1668,10 @@ def test_the_notebooks_keep_best_with_patience_5_outlasts_the_noise_and_loses_no
 
 
 def test_the_notebooks_next_step_saves_the_best_passs_weights_on_disk(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the snippet writes best.weights.h5 in the working directory
-    scope = {"tf": tf, "keras": keras, "KeepBest": notebook_function("KeepBest")}
-    exec(next_step_snippet(), scope)  # noqa: S102 - our own notebook
+    monkeypatch.chdir(tmp_path)  # the class writes best.weights.h5 in the working directory
+    # round 26, third pass: KeepBestOnDisk moved from the docs into the notebook's finite-data cell
     model = compiled(make_model(), keras.optimizers.Adam(0.1))
-    callback = scope["KeepBestOnDisk"](val_ds(), 2, MSE, patience=2)
+    callback = notebook_function("KeepBestOnDisk")(val_ds(), 2, MSE, patience=2)
     _fit([callback], model, steps_per_epoch=40)
     assert callback.best_step != callback.curve[-1][0]  # the file must hold an earlier pass's weights
     loaded = make_model()
@@ -1696,9 +1694,9 @@ def notebook_scope() -> dict:
 
     cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
     setup = next(cell.source for cell in cells if cell.cell_type == "code" and "EVERY = " in cell.source)
-    for line in ("BATCH_SIZE = 32", "EVERY = 20", "validation.generated_dataset(None, BATCH_SIZE, seed=0)",
-                 "validation.generated_dataset(12, BATCH_SIZE, seed=1)", "loss_fn = keras.losses.MeanSquaredError()"):
-        assert line in setup, line
+    for line in ("BATCH_SIZE = 32", "EVERY = 20", "generate(None, seed=0)", "generate(12, seed=1)",
+                 "loss_fn = keras.losses.MeanSquaredError()"):
+        assert line in setup, line  # the data: test_the_notebooks_inline_generator_makes_the_helpers_examples
     scope = {"np": np, "tf": tf, "keras": keras, "validation": V, "EVERY": 20, "loss_fn": MSE,
              "train_ds": V.generated_dataset(None, 32, seed=0), "val_ds": V.generated_dataset(12, 32, seed=1)}
     for name in ("make_model", "your_model", "ValidateEvery", "KeepBest"):
@@ -1741,8 +1739,10 @@ def test_the_notebook_names_one_keep_best_and_no_helper_class_shares_a_copied_na
     """Round 23: the copy's ValidateEvery and the helper's callback had one name and different
     arguments. Now the helper's is KeepBest, with the copied KeepBest's arguments."""
     assert not hasattr(V, "ValidateEvery")  # the arguments: test_the_notebooks_keep_best_takes_the_helpers_arguments
+    said = " ".join(notebook_markdown().split())
     assert ("`helpers.validation.KeepBest` takes the same arguments and adds sample weights, a loss per output, several "
-            "devices, and refuses the two silent mistakes listed under the run below") in " ".join(notebook_markdown().split())
+            "devices, and two guards") in said
+    assert "The copy reads `(x, y)` batches; each new best copies all the weights to memory." in said
 
 
 def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_loss(tmp_path):
@@ -1757,3 +1757,59 @@ def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_
     assert save.best == min(history["val_loss"])  # the checkpoint saw every block's val_loss
     said = " ".join(notebook_markdown().split())
     assert "`EarlyStopping` and `ModelCheckpoint` see each \"epoch's\" `val_loss`" in said
+
+
+def test_the_notebooks_inline_generator_makes_the_helpers_examples():
+    """Round 26: the notebook's data cell builds train_ds and val_ds inline (a seeded from_generator)
+    instead of calling validation.generated_dataset; run that cell and compare, batch by batch, with
+    the helper's datasets that the tests above use in its place. Also: a second pass reads the same."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    setup = next(cell.source for cell in cells if cell.cell_type == "code" and "EVERY = " in cell.source)
+    scope = {"np": np, "tf": tf, "keras": keras, "validation": V, "itertools": itertools}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(setup, f"{NOTEBOOK}:data", "exec"), scope)  # noqa: S102 - our own notebook
+    assert out.getvalue() == ("Does TensorFlow know the size of val_ds? False\n"
+                              "One pass read N = 213 examples: 6 batches of 32 and a last one of 21.\n")
+    pairs = [(scope["val_ds"], V.generated_dataset(12, 32, seed=1)),
+             (scope["val_ds"], V.generated_dataset(12, 32, seed=1)),  # the second pass: the same examples
+             (scope["train_ds"].take(40), V.generated_dataset(None, 32, seed=0).take(40))]
+    for ours, helpers in pairs:
+        batches = list(zip(ours, helpers, strict=True))
+        assert batches and all(np.array_equal(a, b) for mine, its in batches for a, b in zip(mine, its, strict=True))
+
+
+def test_finite_training_data_keep_best_in_epochs_and_the_two_routes_that_need_repeat(tmp_path, monkeypatch):
+    """Round 26, second pass: the notebook's 'If your training data is finite'. On a finite training set
+    of unknown size, fit(epochs=E) with KeepBest validates every K steps across epoch ends; the loop
+    raises StopIteration; the built-in steps_per_epoch=K warns "Your input ran out of data" and each
+    "epoch" ends early (fewer than K batches). Keras 3.15 adds one to optimizer.iterations at the end of
+    each such epoch (the step that found the data spent: no update), so KeepBest's steps are Keras's count."""
+    finite = V.generated_dataset(30, 32, seed=0)  # the notebook's finite_ds: 17 batches an epoch
+    assert sum(1 for _ in finite) == 17
+    model = compiled(make_model())
+    monkeypatch.chdir(tmp_path)  # round 26, third pass: the notebook's KeepBestOnDisk writes best.weights.h5 here
+    ours = notebook_function("KeepBestOnDisk")(val_ds(), 20, MSE, patience=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(finite, epochs=6, callbacks=[ours], shuffle=False, verbose=0)
+    assert [step for step, _ in ours.curve] == list(range(0, 101, 20)) and int(model.optimizer.iterations) == 6 * 18
+    model.load_weights(str(tmp_path / "best.weights.h5"))  # the file holds the best pass's weights
+    assert np.isclose(ours.validation_pass()["val_loss"], ours.best_loss, rtol=1e-5)
+    train_step, val_sums = notebook_steps(make_model())
+    with pytest.raises(StopIteration):
+        notebook_function("train_and_validate")(finite, val_ds(), train_step, val_sums, 100, 20)
+    batches = []
+    count = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: batches.append(0),
+                                           on_train_batch_end=lambda batch, logs: batches.__setitem__(-1, batches[-1] + 1))
+    builtin = compiled(make_model())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        builtin.fit(finite, steps_per_epoch=20, epochs=3, validation_data=val_ds(), callbacks=[count], shuffle=False,
+                    verbose=0)
+    assert batches == [17, 17, 17]  # each "epoch" of K = 20 steps ends early, where the data does
+    assert any("Your input ran out of data" in str(w.message) for w in caught)

@@ -21,9 +21,10 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     value) and a dashed line at the last pass says where ``fit`` stopped. ``restored``: the loss of
     a pass on the weights ``fit`` left, a green ring around the star at ``(best_step, restored)``
     (the best step's weights, put back; nothing is drawn at the stop line); star and ring share one
-    legend entry. Log y axis with plain
-    tick labels (the first pass is often far above the rest); the legend top right, left of the
-    stop line. Returns the Figure.
+    legend entry. Linear y axis from 0, its top near the late passes: a pass above it (the first
+    ones, often far above the rest) is an open triangle at the top edge, its value beside it (a legend
+    entry says so); the lowest other pass, when within 15% of the best, is labelled "closest miss
+    <value>" (not a second best). The legend top right, left of the stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
     >>> [text.get_text() for text in fig.axes[0].get_legend().get_texts()][:2]
@@ -33,7 +34,6 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     """
     from matplotlib.legend_handler import HandlerTuple
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, LogLocator
 
     if not curve:
         raise ValueError("curve is empty: give the (step, validation loss) of at least one pass")
@@ -44,7 +44,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     best = steps.index(best_step)
     after = list(range(best + 1, len(curve)))
     stopped = patience is not None and len(after) >= patience
-    fig, ax = new_figure(width=9.0, height=3.8)
+    fig, ax = new_figure(width=9.0, height=4.3)
     ax.plot(steps, losses, marker="o", ms=5, color=COLORS[0], lw=1.4, zorder=2, label="validation loss of each pass")
     kept = ("the best pass: its weights are kept" if restored is None
             else f"best pass, its weights restored after fit ({restored:.3f})")
@@ -55,7 +55,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
                 textcoords="offset points", xytext=(2, 3), ha="left", va="bottom", fontsize=9, color=COLORS[2])
     if stopped:
         ax.plot([steps[i] for i in after], [losses[i] for i in after], ls="none", marker="o", ms=11, mfc="none",
-                mec=COLORS[1], mew=2.0, zorder=3, label="no lower loss than the best: patience counts these")
+                mec=COLORS[1], mew=2.0, zorder=3, label="since the best, none lower: patience counts these")
         ax.axvline(steps[-1], color=COLORS[1], lw=1.2, ls="--", zorder=1,
                    label=f"fit stopped: {patience} passes without a lower loss")
     last = len(curve) - 1
@@ -66,18 +66,30 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     if restored is not None:  # a ring around the star: the best step's weights, put back after fit
         ax.plot([best_step], [restored], ls="none", marker="o", ms=26, mfc="none", mec=COLORS[2], mew=1.8,
                 zorder=4, label="_restored")  # one legend entry with the star: the same point
+    others = [i for i in range(len(curve)) if i not in (best, last)]
+    near = min(others, key=lambda i: losses[i], default=None)
+    if near is not None and losses[near] <= 1.15 * losses[best]:  # a near miss: its value, so it is not read as a best
+        ax.annotate(f"closest miss {losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points",
+                    xytext=(0, -16), ha="center", va="top", fontsize=9, color="0.2", zorder=5,  # under the best line
+                    bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     span = max(steps[-1] - steps[0], 1)
     right = steps[-1] + 0.04 * span
-    ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    low = min(losses + ([restored] if restored is not None else []))
-    ax.set_ylim(low / 1.6, max(losses) * 1.6)
+    ranked = sorted(losses + ([restored] if restored is not None else []))
+    top = min(max(ranked), 1.6 * ranked[int(0.8 * (len(ranked) - 1))])  # room for the legend; the first passes above
+    ax.set_ylim(0, top * 1.02)
+    above = [i for i in range(len(curve)) if losses[i] > top]
+    if above:  # off the top: an open triangle at the edge, the value beside it
+        ax.scatter([steps[i] for i in above], [top * 1.02] * len(above), marker="^", s=40, facecolors="white",
+                   edgecolors=COLORS[0], linewidths=1.4, zorder=3, clip_on=False,
+                   label="above the scale (first passes): value beside")
+        for i in above:
+            ax.annotate(f"{losses[i]:.3g}", (steps[i], top * 1.02), textcoords="offset points", xytext=(6, -3), ha="left",
+                        va="top", fontsize=8, color=COLORS[0])
     left = steps[0] - 0.04 * span
     ax.set_xlim(left, right)
     ax.set_xticks(steps[::2] if len(steps) > 12 else steps)
     ax.set_xlabel("training step")
-    ax.set_ylabel("validation loss (log scale)")
+    ax.set_ylabel("validation loss")
     # the legend top right, above the late passes and left of the stop line: clear of every marker
     anchor = ((steps[-1] - left) / (right - left) - 0.015, 1.0) if stopped else (1.0, 1.0)
     handles, labels = ax.get_legend_handles_labels()
@@ -87,7 +99,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=1)}, loc="upper right",
               bbox_to_anchor=anchor, fontsize=9, framealpha=0.95)
     if title:
-        ax.set_title(title, fontsize=11)
+        ax.set_title(title, fontsize=11, pad=12)
     fig.tight_layout()
     return fig
 
@@ -237,12 +249,13 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
     dashed), a dotted line at each of ``eval_steps`` (a validation pass), titled ``reads_title``.
     Bottom, one panel per ``(title, passes)``, each pass a list of batches of example ids: the ids
     each pass read, in order, one cell per example, its batch shown by alternating fills; a read of an
-    id that the same pass already read is filled red (the first read is not); the panel's
+    id that the same pass already read keeps its batch's fill in a red frame, its id in red (the first
+    read is not framed; round 26: a red fill hid which batch the id was in); the panel's
     other ids (those it read in any pass) that this pass did not read, grey and hatched, after a gap
     and a dotted line (not part of what the pass read); "empty" marks a pass that read nothing.
     ``answer``: the index of the panel that shows the right way, drawn on a green tint with a green
-    frame and title. Each panel is as wide as its longest
-    row, with no x axis (the cells carry the ids); one legend, under the panels, names only what
+    frame and title. Every panel is as wide as the longest row of any panel (round 26), so that
+    the columns line up (the n-th id of a pass under the n-th of the others), with no x axis (the cells carry the ids); one legend, under the panels, names only what
     is drawn.
     ``panels_title`` heads the bottom row.
 
@@ -288,9 +301,10 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                for passes, every in zip(flat, everything)]  # ids a pass that read something did not read
     widths = [max(1, max(len(ids) + (len(gone) + 1 if gone else 0) for ids, gone in zip(passes, missing)))
               for passes, missing in zip(flat, skipped)]
+    widths = [max(widths)] * len(widths)  # one width: the columns of every panel line up
     lower.subplots_adjust(left=0.07, right=0.98, top=0.78, bottom=0.1, wspace=0.08)
     bottom_axes = lower.subplots(1, len(panels), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
-    fills, red_fill, gray_fill = ("#c6dbef", "#fdd9b5"), "#e8716d", "#eeeeee"  # alternating: one fill per batch
+    fills, red_fill, gray_fill = ("#c6dbef", "#fdd9b5"), "#d62728", "#eeeeee"  # alternating: one fill per batch
     rows = max(len(passes) for _, passes in panels)
     seen = {"red": False, "skipped": False}
     for column, ((title, passes), ids_per_pass) in enumerate(zip(panels, flat)):
@@ -304,9 +318,11 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
                 for value in batch:
                     twice = value in ids[:col]  # read before in this pass: this read red, not the first
                     seen["red"] |= twice
-                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=0.8, edgecolor="white",
-                                               facecolor=red_fill if twice else fills[batch_number % 2]))
-                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9)
+                    ax.add_patch(plt.Rectangle((col - 0.5, row - 0.5), 1, 1, lw=2.4 if twice else 0.8,
+                                               edgecolor=red_fill if twice else "white", zorder=3 if twice else 1,
+                                               facecolor=fills[batch_number % 2]))
+                    ax.text(col, row, int(value), ha="center", va="center", fontsize=9, zorder=4,
+                            color=red_fill if twice else "black", fontweight="bold" if twice else "normal")
                     col += 1
             if gone:  # a gap and a dotted line: what follows was not read
                 ax.plot([col, col], [row - 0.45, row + 0.45], color="0.45", lw=1.2, ls=":")
@@ -335,7 +351,8 @@ def validation_passes(panels: list[tuple[str, list[list[list[int]]]]], *,
             ax.set_ylim(rows - 0.3, -0.7)
     legend = [Patch(facecolor=fills[0], label="batch 1, 3, ..."),  # in each pass, batches alternate fills
               Patch(facecolor=fills[1], label="batch 2, 4, ...")]
-    legend += [Patch(facecolor=red_fill, label="an id read a second time in the same pass")] * seen["red"]
+    legend += [Patch(facecolor="white", edgecolor=red_fill, lw=2.4,
+                     label="an id read a second time in the same pass")] * seen["red"]
     legend += [Patch(facecolor=gray_fill, edgecolor="0.55", hatch="///", label="not read in this pass (after the dotted line)")] * seen["skipped"]
     lower.legend(handles=legend, loc="lower center", ncol=len(legend), fontsize=8.5, handlelength=1.2,
                  columnspacing=1.2, frameon=False)
