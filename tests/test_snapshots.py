@@ -910,10 +910,14 @@ def _from_docs(scope):
 
 @pytest.fixture(scope="module")
 def nb():
-    scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "ValueNet",
-                           "TargetLearner", "angles", "next_of", "states", "next_states", "rewards", "exact_values",
-                           "make_soft_sync", "SoftLearner")
+    # Round 26's second pass moved the ring (ValueNet, its data, the loop, TargetLearner, SoftLearner) and the
+    # use_ema check to docs/snapshots.md: _from_docs runs them there, on the notebook's make_sync and make_soft_sync.
+    scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "make_soft_sync",
+                           "features", "labels")
     scope = _from_docs(scope)
+    for name in ("ValueNet", "TargetLearner", "SoftLearner", "angles", "next_of", "states", "next_states", "rewards",
+                 "exact_values"):
+        assert name in scope, f"docs/snapshots.md no longer defines {name}"
     scope["make_models"] = lambda seed=0: _make_models(scope, seed)
     scope["value_errors"] = lambda *args, **kwargs: _value_errors(scope, *args, **kwargs)
     return scope
@@ -1759,31 +1763,36 @@ def _value_errors_with(nb, make_optimizer):
     return lambda *args, **kwargs: _value_errors(nb, *args, make_optimizer=make_optimizer, **kwargs)
 
 
-def _notebook_source_of_cell(text):
-    """The source of the first code cell of notebook 05 that contains ``text``."""
+def _code_sources():
+    """Notebook 05's code cells, then the ```python blocks of docs/snapshots.md (where the ring's cells went in
+    round 26's second pass)."""
+    import re
+
     import nbformat
 
     from tests.notebook_answers import ROOT
 
-    for cell in nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells:
-        if cell.cell_type == "code" and text in cell.source:
-            return cell.source
-    raise AssertionError(f"notebook {NOTEBOOK} has no code cell with {text!r}")
+    cells = [cell.source for cell in nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+             if cell.cell_type == "code" and not cell.source.lstrip().startswith(("%", "# Colab"))]
+    return cells + re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "snapshots.md").read_text(encoding="utf-8"), re.S)
+
+
+def _notebook_source_of_cell(text):
+    """The source of the first code cell of notebook 05 (or block of its docs page) that contains ``text``."""
+    for source in _code_sources():
+        if text in source:
+            return source
+    raise AssertionError(f"notebook {NOTEBOOK} and docs/snapshots.md have no code with {text!r}")
 
 
 def _notebook_source_of(name):
     import ast
 
-    import nbformat
-
-    from tests.notebook_answers import ROOT
-
-    for cell in nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells:
-        if cell.cell_type == "code" and not cell.source.lstrip().startswith(("%", "# Colab")):
-            for node in ast.parse(cell.source).body:
-                if getattr(node, "name", None) == name:
-                    return ast.get_source_segment(cell.source, node)
-    raise AssertionError(f"notebook {NOTEBOOK} no longer defines {name}")
+    for source in _code_sources():
+        for node in ast.parse(source).body:
+            if getattr(node, "name", None) == name:
+                return ast.get_source_segment(source, node)
+    raise AssertionError(f"notebook {NOTEBOOK} and docs/snapshots.md no longer define {name}")
 
 
 @pytest.mark.parametrize("seed", range(3))
