@@ -914,7 +914,7 @@ def nb():
     # use_ema check to docs/snapshots.md: _from_docs runs them there, on the notebook's make_sync and make_soft_sync.
     scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "make_soft_sync",
                            "features", "labels", "moons", "rng", "x_labeled", "y_labeled", "x_unlabeled", "x_test",
-                           "y_test", "make_net", "cross_entropy", "accuracy", "train")
+                           "y_test", "make_net", "cross_entropy", "accuracy", "train", "TeacherLearner")
     scope.pop("_", None)  # `x_unlabeled, _ = moons(...)`: a throwaway name, which the docs' loops reuse
     scope = _from_docs(scope)
     for name in ("ValueNet", "TargetLearner", "SoftLearner", "angles", "next_of", "states", "next_states", "rewards",
@@ -2008,23 +2008,21 @@ def test_a_target_network_synced_in_a_callback_every_10_steps_takes_the_same_wei
 # ------------------------------------------------------ the notebook's mean teacher (main example since round 26's second pass)
 
 
-def test_the_notebooks_mean_teacher_lifts_test_accuracy_and_the_teacher_wobbles_less(nb):
-    # The notebook prints "test accuracy: labels only 0.86 -> with the teacher 0.97 (student), 0.96 (teacher)" and the
-    # wobble (std of test accuracy over the last 200 steps) 0.0058 (student) against 0.0040 (teacher).
+def test_the_notebooks_mean_teacher_lifts_test_accuracy(nb):
+    # The notebook prints "test accuracy, labels only: 0.86" and "test accuracy of the teacher, plain loop: 0.96 | fit
+    # (TeacherLearner): 0.96" (round 26's third pass dropped the wobble line: 0.0058 against 0.0040 meant nothing).
     assert sorted(np.bincount(nb["y_labeled"]).tolist()) == [3, 3]  # 3 labeled points per class
-    labels_only, _, _ = nb["train"](0.0)
-    student, teacher, history = nb["train"](10.0)
+    labels_only, _ = nb["train"](0.0)
+    student, teacher = nb["train"](10.0)
     accuracy = nb["accuracy"]
     assert accuracy(labels_only) < 0.9 and accuracy(student) > 0.94 and accuracy(teacher) > 0.94
-    assert history.shape == (40, 2) and np.isclose(history[-1, 1], accuracy(teacher))
-    wobble = history[len(history) // 2:].std(axis=0)
-    assert wobble[1] < wobble[0]  # the teacher, an average of the student, moves less
     assert not teacher.trainable_variables and student.trainable_variables  # frozen: only the sync moves it
 
 
 def test_the_notebooks_mean_teacher_in_fit_learns_as_its_loop_does(nb):
-    # docs/snapshots.md's TeacherLearner: the notebook's step as a train_step, run by fit, ends where the loop ends.
-    _, loop_teacher, _ = nb["train"](10.0)
+    # The notebook's TeacherLearner (in the notebook since round 26's third pass): the loop's step as a train_step,
+    # run by fit on tf.data batches, ends where the loop ends.
+    _, loop_teacher = nb["train"](10.0)
     keras.utils.set_random_seed(1)
     learner = nb["TeacherLearner"](nb["make_net"](), nb["make_net"]())
     assert not learner.teacher.trainable_variables
