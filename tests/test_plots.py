@@ -867,3 +867,34 @@ def test_snapshot_ring_colours_each_point_by_its_reward_and_draws_the_arrows_ask
         plots.snapshot_ring(data.states, np.zeros(5))
     with pytest.raises(ValueError, match="arrows"):
         plots.snapshot_ring(data.states, data.rewards, arrows=33)
+
+
+def test_snapshot_mean_teacher_shades_each_models_classes_and_marks_the_labeled_points():
+    import numpy as np
+    import pytest
+
+    below = lambda x: np.stack([x[:, 1], -x[:, 1]], axis=1)  # class 0 where y > 0
+    left = lambda x: np.stack([-x[:, 0], x[:, 0]], axis=1)  # class 1 where x > 0
+    x_labeled, y_labeled = np.array([[0.0, 1.0], [0.0, -1.0]]), np.array([0, 1])
+    x_unlabeled = np.random.default_rng(0).normal(size=(50, 2))
+    seen = []
+    recorded = lambda x: seen.append(x) or left(x)
+    fig = plots.snapshot_mean_teacher({"labels only": below, "with the teacher": recorded}, x_labeled, y_labeled,
+                                      x_unlabeled)
+    assert [ax.get_title() for ax in fig.axes] == ["labels only", "with the teacher"]
+    plane = seen[0]  # the model is asked about a grid over every point, labeled and unlabeled
+    points = np.concatenate([x_labeled, x_unlabeled])
+    assert (plane.min(axis=0) < points.min(axis=0)).all() and (plane.max(axis=0) > points.max(axis=0)).all()
+    for ax in fig.axes:
+        filled = [c for c in ax.collections if type(c).__name__ in ("QuadContourSet", "PathCollection")]
+        sizes = sorted(len(c.get_offsets()) for c in filled if type(c).__name__ == "PathCollection")
+        assert sizes == [1, 1, 50]  # the unlabeled points, one labeled point per class
+        assert len(filled) == 4  # and the shaded regions
+    key = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert key == ["labeled, class 0", "labeled, class 1", "unlabeled"]
+    with pytest.raises(ValueError, match="empty"):
+        plots.snapshot_mean_teacher({}, x_labeled, y_labeled, x_unlabeled)
+    with pytest.raises(ValueError, match="x_labeled"):
+        plots.snapshot_mean_teacher({"a": below}, x_labeled, y_labeled[:1], x_unlabeled)
+    with pytest.raises(ValueError, match="x_unlabeled"):
+        plots.snapshot_mean_teacher({"a": below}, x_labeled, y_labeled, np.zeros((3, 3)))

@@ -523,7 +523,7 @@ def test_05_use_ema_averages_the_trainable_variables_only():
     optimizer.finalize_variable_values(model.trainable_variables)
     fact = ("an optimizer's use_ema=True keeps one average per trainable variable and none for "
             "BatchNorm's moving statistics (finalize_variable_values leaves them as they are)")
-    section = "What Keras offers: `use_ema`, and a soft copy"
+    section = "Keras' `use_ema`"
     assert len(averages) == len(model.trainable_variables) and statistics, lesson(NB05, section, fact)
     assert not any("moving" in v.path for v in averages), lesson(NB05, section, fact)
     assert all(np.array_equal(b, v.numpy()) for b, v in zip(before, statistics)), lesson(NB05, section, fact)
@@ -545,7 +545,7 @@ def test_05_use_ema_is_a_soft_update_with_tau_one_minus_momentum_starting_from_a
         expected = now if expected is None else [0.8 * e + 0.2 * w for e, w in zip(expected, now)]
     averages = [v.numpy() for v in optimizer.variables if v.path.endswith("_average")]
     assert all(np.allclose(a, e, rtol=1e-5, atol=1e-6) for a, e in zip(averages, expected)), lesson(
-        NB05, "What Keras offers: `use_ema`, and a soft copy",
+        NB05, "Keras' `use_ema`",
         "use_ema's average after each step is average = m * average + (1 - m) * weight, a soft update with "
         "tau = 1 - ema_momentum, and the first step copies the weights")
 
@@ -572,7 +572,7 @@ def test_05_fit_reports_what_a_custom_train_step_puts_in_a_listed_metric_and_use
     raw.compile(optimizer=keras.optimizers.SGD(0.01))
     reported = raw.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0).history["loss"][0]
     assert reported == 0.0, lesson(
-        NB05, "The source question's step",
+        NB05, "The source question: a copy one update behind",
         "a custom train_step's raw {'loss': loss} is reported as the compiled loss tracker's 0.0, so WithPastB "
         f"returns its loss as 'step_loss' (now fit reports {reported} for 'loss')")
     model = _bn_model_05()
@@ -580,7 +580,7 @@ def test_05_fit_reports_what_a_custom_train_step_puts_in_a_listed_metric_and_use
     model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
     averages = [v for v in model.optimizer.variables if v.path.endswith("_average")]
     assert all(np.array_equal(a.numpy(), w.numpy()) for a, w in zip(averages, model.trainable_variables)), lesson(
-        NB05, "What Keras offers: `use_ema`, and a soft copy", "fit with use_ema=True ends by writing the averages into the model")
+        NB05, "Keras' `use_ema`", "fit with use_ema=True ends by writing the averages into the model")
 
 
 def test_05_clone_model_does_not_copy_weights():
@@ -614,7 +614,7 @@ def test_05_set_weights_cannot_run_inside_a_tf_function():
     except Exception as error:  # noqa: BLE001 - the type is the fact
         raised = type(error).__name__
     assert raised == "NotImplementedError", lesson(
-        NB05, "What Keras offers: `use_ema`, and a soft copy",
+        NB05, "Keras' `use_ema`",
         f"set_weights(get_weights()) fails inside a tf.function with NotImplementedError (now: {raised})")
 
 
@@ -646,7 +646,7 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
         out = tf.reduce_sum(model(x, training=False))
     grads = tape.gradient(out, model.variables)
     assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
-        NB05, "The source question's step", "model.trainable = False does not stop a default GradientTape from computing "
+        NB05, "The source question: a copy one update behind", "model.trainable = False does not stop a default GradientTape from computing "
         "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")
 
 

@@ -8,7 +8,8 @@ import numpy as np
 
 from helpers.plots._style import COLORS, new_figure
 
-__all__ = ["snapshot_labels", "snapshot_lag", "snapshot_ring", "snapshot_step_order", "snapshot_targets"]
+__all__ = ["snapshot_labels", "snapshot_lag", "snapshot_mean_teacher", "snapshot_ring", "snapshot_step_order",
+           "snapshot_targets"]
 
 
 def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None,
@@ -310,3 +311,53 @@ def _sync_ticks(ax: Any, syncs: tuple[str, int], names: list[str], steps: int, y
     ticks = np.arange(0, steps, every)
     ax.plot(ticks, np.full(ticks.shape, y), ls="none", marker="|", color=COLORS[names.index(name)], clip_on=False,
             label=f"ticks: syncs of the {name.split(',')[0]} (steps 0, {every}, {2 * every}, ...)", **style)
+
+
+def snapshot_mean_teacher(predict: dict[str, Any], x_labeled: Any, y_labeled: Any, x_unlabeled: Any, *,
+                          grid: int = 150) -> Any:
+    """One panel per model in ``predict`` (title: its key; value: a function from points ``(n, 2)`` to one score
+    per class ``(n, 2)``): the plane shaded by the class the model predicts (class 0 blue, class 1 red), the
+    unlabeled points faint grey, the labeled points as large markers in their class's colour. Made for
+    notebook 05's mean teacher: labels only against labels plus the teacher, where the boundary follows the
+    gap between the two moons only with the teacher.
+
+    >>> import numpy as np
+    >>> left = lambda x: np.stack([x[:, 0], -x[:, 0]], axis=1)  # class 0 where x < 0
+    >>> fig = snapshot_mean_teacher({"a": left, "b": left}, np.zeros((2, 2)), np.array([0, 1]), np.zeros((5, 2)))
+    >>> [ax.get_title() for ax in fig.axes]
+    ['a', 'b']
+    """
+    from matplotlib.colors import ListedColormap
+    from matplotlib.lines import Line2D
+
+    if not predict:
+        raise ValueError("predict is empty: give at least one model, as {title: function}")
+    x_labeled, y_labeled = np.asarray(x_labeled, "float32"), np.asarray(y_labeled)
+    x_unlabeled = np.asarray(x_unlabeled, "float32")
+    if x_labeled.ndim != 2 or x_labeled.shape[1] != 2 or len(x_labeled) != len(y_labeled):
+        raise ValueError(f"x_labeled must be (n, 2) with one label each, got {x_labeled.shape} and {y_labeled.shape}")
+    if x_unlabeled.ndim != 2 or x_unlabeled.shape[1] != 2:
+        raise ValueError(f"x_unlabeled must be (n, 2), got {x_unlabeled.shape}")
+    points = np.concatenate([x_labeled, x_unlabeled])
+    (x0, y0), (x1, y1) = points.min(axis=0) - 0.3, points.max(axis=0) + 0.3
+    gx, gy = np.meshgrid(np.linspace(x0, x1, grid), np.linspace(y0, y1, grid))
+    plane = np.stack([gx.ravel(), gy.ravel()], axis=1).astype("float32")
+    fig, axes = new_figure(len(predict), width=4.6 * len(predict), height=3.9)
+    axes = np.atleast_1d(axes)
+    shades = ListedColormap(["#c6dbef", "#fcbba1"])  # light blue (class 0), light red (class 1)
+    for ax, (title, fn) in zip(axes, predict.items()):
+        cls = np.argmax(np.asarray(fn(plane)), axis=1).reshape(gx.shape)
+        ax.contourf(gx, gy, cls, levels=[-0.5, 0.5, 1.5], cmap=shades)
+        ax.scatter(*x_unlabeled.T, s=4, color="0.45", alpha=0.35, linewidths=0)
+        for c, colour, marker in ((0, COLORS[0], "o"), (1, COLORS[1], "s")):
+            ax.scatter(*x_labeled[y_labeled == c].T, s=110, color=colour, marker=marker, edgecolors="black",
+                       linewidths=1.2, zorder=3)
+        ax.set_title(title)
+        ax.set_xticks([]), ax.set_yticks([])
+        ax.grid(False)
+    handles = [Line2D([], [], ls="", marker="o", ms=9, color=COLORS[0], mec="black", label="labeled, class 0"),
+               Line2D([], [], ls="", marker="s", ms=9, color=COLORS[1], mec="black", label="labeled, class 1"),
+               Line2D([], [], ls="", marker="o", ms=4, color="0.45", alpha=0.5, label="unlabeled")]
+    fig.legend(handles=handles, loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
