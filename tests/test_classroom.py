@@ -593,6 +593,8 @@ def test_the_grading_kernel_draws_the_courses_seed(course, monkeypatch):
             for value in (seed, ""):
                 monkeypatch.setenv("WORKBOOK_GRADING_SEED", value)
                 namespace = {module: __import__(f"helpers.{module}", fromlist=["_"]) for module in TOPIC_NAMES.get(name, ())}
+                if name == "03_batch_iteration":  # exercise 2's answer resets with the notebook's copy 2,
+                    namespace["reset_stateful"] = namespace["batching"].reset_stateful  # whose tested twin this is
                 with redirect_stdout(io.StringIO()) as out:
                     notebook_answers.run_hidden(name, e.name, notebook_answers.answer(name, e.name, namespace), namespace)
                 here[value] = [line for line in out.getvalue().splitlines() if line.startswith("hidden test: ")]
