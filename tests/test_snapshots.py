@@ -1365,6 +1365,27 @@ def test_the_notebooks_copy_is_independent_of_b_and_an_alias_is_not(nb):
     np.testing.assert_array_equal(model.net_b(h).numpy(), b_now)
 
 
+def test_the_notebooks_check_copy_compares_every_output_of_a_model_with_several(nb, capsys):
+    # A learner's model with two outputs (BatchNorm, L2): check_copy compares both, so a copy whose second
+    # head differs prints False (it raised AttributeError on the list of outputs before).
+    x = np.random.default_rng(2).normal(size=(16, 4)).astype("float32")
+
+    def two_heads():
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((4,))
+        h = keras.layers.BatchNormalization()(keras.layers.Dense(8, activation="relu", kernel_regularizer="l2")(inputs))
+        return keras.Model(inputs, [keras.layers.Dense(2, name="a")(h), keras.layers.Dense(1, name="b")(h)])
+
+    model, past = two_heads(), two_heads()
+    model(x, training=True)  # BatchNorm's statistics move
+    nb["make_sync"](model, past)()
+    nb["check_copy"](model, past, x)
+    past.get_layer("b").bias.assign_add([1.0])  # only the second output changes
+    nb["check_copy"](model, past, x)
+    assert capsys.readouterr().out.splitlines() == ["every variable equal: True, same output: True",
+                                                    "every variable equal: False, same output: False"]
+
+
 def test_the_notebooks_check_copy_catches_make_syncs_copy_and_make_complete_sync_passes(nb, capsys):
     # The notebook's optional "complete copy": an adapted Normalization keeps its mean and variance outside
     # model.variables (constants computed from its variables when adapt() finishes), so make_sync's copy
