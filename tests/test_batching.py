@@ -1255,6 +1255,25 @@ def test_the_notebooks_gradienttape_cell_after_copy_4_resets_and_validates_where
     assert printed == "this loop == copy 4's fit: loss per pass False, val_loss per pass False, weights False\n"
 
 
+def test_the_notebooks_guards_cell_after_copy_4_shows_both_silent_errors_copy_3_prevents(capsys):
+    # Round 27 (a reader: "show copy 3's two silent errors instead of only naming them"): the cell after copy 4 fits
+    # copy 4's model with Keras epochs of half a pass, validating mid-pass, with copy 3 and with copy 3 less its
+    # save/restore: only copy 3 gives training its own state back after validation (the next half pass then differs).
+    # With steps_per_execution=4, Keras calls on_train_batch_begin before batches 0, 4, 8 only, and copy 3 refuses it.
+    guards = _notebook_cell("# copy 3's two guards at work")
+    assert "class NoRestore(StatefulResets)" in guards and "steps_per_execution=4" in guards
+    scope = _room_recipe_scope()  # 8 rows of 40 minutes: 10 batches per pass
+    capsys.readouterr()
+    exec(compile(guards, "the notebook's guards cell", "exec"), scope)  # noqa: S102 - our own notebook
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 4, printed
+    assert printed[0].startswith("StatefulResets: training's state back after validation True, next loss ")
+    assert printed[1].startswith("NoRestore: training's state back after validation False, next loss ")
+    assert printed[0].split("next loss ")[1] != printed[1].split("next loss ")[1]
+    assert printed[2] == "steps_per_execution=4, one pass of 10 batches: on_train_batch_begin before batches [0, 4, 8]... only"
+    assert printed[3] == "copy 3 refuses it: StatefulResets needs compile(steps_per_execution=1), got 4"
+
+
 @pytest.mark.parametrize("steps_per_epoch", [2, 3, 5])
 def test_the_notebooks_callback_on_a_repeated_dataset_with_steps_per_epoch_resets_only_where_the_rows_jump(
         steps_per_epoch):
