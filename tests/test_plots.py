@@ -499,7 +499,9 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
     # draws each method's absolute error at every minute, the state carried solid red, the baseline dotted grey
     carried, baseline = err.lines
     assert np.allclose(carried.get_ydata(), [0.1, 0.1, 0.3]) and np.allclose(baseline.get_ydata(), [1.0, 1.4, 1.8])
-    assert carried.get_label() == "state carried" and baseline.get_linestyle() == ":"
+    # round 27 (a reader: "make its message single"): each error line's label gives its mean squared error
+    assert carried.get_label() == "state carried: mean squared error 0.0367" and baseline.get_linestyle() == ":"
+    assert baseline.get_label() == "the same, state reset before each call: mean squared error 2.0667"
     # round 26 (a reader): the three lines overlap in the upper panel; its title no longer says only the dashed one
     # follows the measured line, it points to the errors below
     assert "both predictions stay close to the measured line" in ax.get_title() and "panel below" in ax.get_title()
@@ -510,7 +512,7 @@ def test_step_predictions_draws_the_measured_series_and_the_step_by_step_predict
     fig = plots.step_predictions([0, 1], [1.0, 2.0], [1.0, 2.0], reset=[1.0, 1.5], reset_label="last 10 minutes only")
     ax, err = fig.axes
     assert ax.lines[2].get_label() == "last 10 minutes only" and "scaled" in ax.get_ylabel()
-    assert err.lines[1].get_label() == "last 10 minutes only" and "scaled" in err.get_ylabel()
+    assert err.lines[1].get_label() == "last 10 minutes only: mean squared error 0.1250" and "scaled" in err.get_ylabel()
     with pytest.raises(ValueError, match="same length"):
         plots.step_predictions([0, 1], [1.0, 2.0], [1.0, 2.0], reset=[1.0])
     # round 26, third pass (two readers: "halves the MSE" yet "closer on 48 of 100 minutes"; the upper lines
