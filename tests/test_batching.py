@@ -1229,14 +1229,16 @@ def test_the_notebooks_rows_follow_is_true_for_the_builders_and_false_when_the_r
     assert np.array_equal(ys, positions[:68].reshape(4, 17)[:, 1:16].reshape(4, 3, 5).swapaxes(0, 1))
 
 
-def test_the_notebooks_gradienttape_cell_after_copy_4_resets_and_validates_where_fit_does(capsys):
+def test_the_docs_gradienttape_block_after_copy_4_resets_and_validates_where_fit_does(capsys):
     # Round 25, third edit (a reader: "where does the reset go in a custom loop?"): a markdown block after copy 4
     # showed the loop's resets. Round 26, second pass (a reader: "many of my models use custom loops; that is where
     # I'd reset in the wrong place"): a runnable cell instead, with its own train_step, the reset at each pass's
     # start and the save/restore around validation. Run after copy 4 (8 rows of 40 minutes), it prints that its
     # loss, val_loss and weights equal fit's (with StatefulResets); without the reset at a pass's start, other
-    # weights and losses, and it says so.
-    loop = _notebook_cell("# copy 4 without fit")
+    # weights and losses, and it says so. Round 27, third pass: the cell moved to docs/batching.md (paying for the
+    # guards cell below), run here as it ran in the notebook; the notebook links it in one sentence.
+    loop = _docs_block("### Copy 4 without fit")
+    assert loop.startswith("# copy 4 without fit")
     assert "tf.GradientTape()" in loop and "state.assign(value)" in loop and "fit(" not in loop
     pass_start = "    reset_stateful(looped)                                 # a pass starts: every row at its beginning"
     assert pass_start in loop
@@ -1261,7 +1263,7 @@ def test_the_docs_guards_block_after_copy_4_shows_both_silent_errors_copy_3_prev
     # save/restore: only copy 3 gives training its own state back after validation (the next half pass then differs).
     # With steps_per_execution=4, Keras calls on_train_batch_begin before batches 0, 4, 8 only, and copy 3 refuses it.
     # Round 27, second pass (two readers: "reads like a test suite"): the cell moved to docs/batching.md, run here as
-    # it ran in the notebook; the notebook says what each guard does in one sentence and links it.
+    # it ran in the notebook. Round 27, third pass: a shorter, probe-free version is back in the notebook (next test).
     guards = _docs_block("### Copy 3's guards at work")
     assert "# copy 3's two guards at work" in guards
     assert "class NoRestore(StatefulResets)" in guards and "steps_per_execution=4" in guards
@@ -1275,6 +1277,33 @@ def test_the_docs_guards_block_after_copy_4_shows_both_silent_errors_copy_3_prev
     assert printed[0].split("next loss ")[1] != printed[1].split("next loss ")[1]
     assert printed[2] == "steps_per_execution=4, one pass of 10 batches: on_train_batch_begin before batches [0, 4, 8]... only"
     assert printed[3] == "copy 3 refuses it: StatefulResets needs compile(steps_per_execution=1), got 4"
+
+
+def test_the_notebooks_guards_cell_after_copy_4_shows_both_guards_of_copy_3_at_work(capsys):
+    # Round 27, third pass (both readers of the second pass: "show copy 3's two guards at work inside the notebook",
+    # short and plain): the cell after copy 4 fits copy 4's model with Keras epochs of half a pass (validation
+    # mid-pass), with copy 3 and with copy 3 less guard 2 (its on_test_begin/on_test_end do nothing), and prints the
+    # loss of the half pass after validation for each; then copy 3 refuses steps_per_execution=4.
+    guards = _notebook_cell("# copy 3's guards at work")
+    assert "class WithoutGuard2(StatefulResets)" in guards and "steps_per_execution=4" in guards
+    assert "lambda" not in guards and len(guards.strip().splitlines()) <= 20
+    scope = _room_recipe_scope()  # 8 rows of 40 minutes: 10 batches per pass, epochs of 5 batches
+    capsys.readouterr()
+
+    def run(code):
+        exec(compile(code, "the notebook's guards cell", "exec"), dict(scope))  # noqa: S102 - our own notebook
+        return capsys.readouterr().out.splitlines()
+
+    printed = run(guards)
+    assert len(printed) == 3, printed
+    assert printed[0].startswith("copy 3:          loss of the half pass after validation ")
+    assert printed[1].startswith("without guard 2: loss of the half pass after validation ")
+    guarded, unguarded = (float(line.rsplit(" ", 1)[1]) for line in printed[:2])
+    assert guarded != unguarded
+    assert printed[2] == "guard 1, copy 3 refuses: StatefulResets needs compile(steps_per_execution=1), got 4"
+    # copy 3's loss is the loss with no validation at all: guard 2 leaves training as if validation never ran
+    unvalidated = run(guards.replace("validation_data=val,", "validation_data=None,"))
+    assert [float(line.rsplit(" ", 1)[1]) for line in unvalidated[:2]] == [guarded, guarded], unvalidated
 
 
 @pytest.mark.parametrize("steps_per_epoch", [2, 3, 5])
