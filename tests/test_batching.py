@@ -1299,11 +1299,53 @@ def test_the_notebooks_guards_cell_after_copy_4_shows_both_guards_of_copy_3_at_w
     assert printed[0].startswith("copy 3:          loss of the half pass after validation ")
     assert printed[1].startswith("without guard 2: loss of the half pass after validation ")
     guarded, unguarded = (float(line.rsplit(" ", 1)[1]) for line in printed[:2])
-    assert guarded != unguarded
+    assert unguarded > guarded  # the note: from validation's state, the next half pass's loss rises
     assert printed[2] == "guard 1, copy 3 refuses: StatefulResets needs compile(steps_per_execution=1), got 4"
     # copy 3's loss is the loss with no validation at all: guard 2 leaves training as if validation never ran
     unvalidated = run(guards.replace("validation_data=val,", "validation_data=None,"))
     assert [float(line.rsplit(" ", 1)[1]) for line in unvalidated[:2]] == [guarded, guarded], unvalidated
+
+
+def _notebook_markdown_block(marker):
+    """The ```python block of the notebook's one markdown cell that holds ``marker``."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    path = ROOT / "notebooks" / f"{NOTEBOOK}.ipynb"
+    cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown" and marker in c.source]
+    assert len(cells) == 1, f"{path.name}: {len(cells)} markdown cells hold {marker!r}"
+    start = cells[0].index("```python\n") + 10
+    return cells[0][start:cells[0].index("\n```", start)]
+
+
+def test_the_notebooks_short_gradienttape_loop_trains_exactly_as_fit_with_the_bare_callback():
+    # Round 27, fourth pass (both readers of the third pass: "a SHORT GradientTape loop inline, next to the bare
+    # technique"): the markdown block after the bare-technique cell, run on that cell's model and batches, gives the
+    # weights that cell's fit with ResetEachPass gives (same seed, same passes); without its reset line it does not.
+    loop = _notebook_markdown_block("Without `fit`, your own loop")
+    assert "tf.GradientTape()" in loop and "lstm.reset_state()" in loop and len(loop.splitlines()) <= 10
+    assert "toy.repeat(30)" in loop
+    bare = _notebook_cell("# the technique, bare")
+    assert "epochs=30" in bare and "class ResetEachPass" in bare
+    scope = {"np": np, "tf": tf, "keras": keras}
+    exec(compile(_notebook_cell("positions = np.arange(70)"), "the toy stream", "exec"), scope)  # noqa: S102
+    layout = _notebook_cell("batches = windows.swapaxes(0, 1)")
+    exec(compile(layout.split("plots.ptb_grid")[0], "the layout", "exec"), scope)  # noqa: S102 - our own notebook
+    passes = 4  # the notebook's 30 passes, shortened
+
+    def weights(code):
+        run = dict(scope)
+        exec(compile(code, "the notebook", "exec"), run)  # noqa: S102 - our own notebook
+        return run["model"].get_weights()
+
+    fitted = weights(bare.replace("epochs=30", f"epochs={passes}").split("\nprint(")[0])
+    model_only = bare.split("class ResetEachPass")[0]  # the same seed, model and compile, no fit
+    looped = weights(model_only + loop.replace("toy.repeat(30)", f"toy.repeat({passes})"))
+    assert max(np.abs(a - b).max() for a, b in zip(fitted, looped)) < 1e-6
+    no_reset = weights(model_only + loop.replace("toy.repeat(30)", f"toy.repeat({passes})")
+                       .replace("lstm.reset_state()", "pass"))
+    assert max(np.abs(a - b).max() for a, b in zip(fitted, no_reset)) > 1e-3
 
 
 @pytest.mark.parametrize("steps_per_epoch", [2, 3, 5])
