@@ -683,10 +683,15 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     noisy = keep_best_curve(list(zip(range(0, 401, 20), losses)), 300, patience=5, restored=0.18).axes[0]
     noisy.figure.canvas.draw()
     # round 26, second pass: readers took the near miss at 240 (0.192) for the best; its value is labelled again
-    # round 26, third pass: it says what it is ("closest miss"), under the best line; the triangles have a legend entry
-    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272", "closest miss 0.192", "8.3", "3.5", "2.6"]
+    # round 26, third pass: it says what it is, under the best line; the triangles have a legend entry
+    # round 27: "runner-up" (plain words); the triangles' values above them, apart, under the title
+    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272", "runner-up 0.192", "8.3", "3.5", "2.6"]
+    values = [t.get_window_extent() for t in noisy.texts[3:]]
+    assert all(a.x1 < b.x0 for a, b in zip(values, values[1:]))  # side by side, none touching the next
+    assert all(v.y0 > noisy.transData.transform((0, noisy.get_ylim()[1]))[1] for v in values)  # above the top edge
+    assert all(not v.overlaps(noisy.title.get_window_extent()) for v in values)
     assert noisy.texts[2].get_window_extent().y1 < noisy.transData.transform((240, 0.18))[1]
-    assert [t.get_text() for t in noisy.get_legend().get_texts()][-1] == "above the scale (first passes): value beside"
+    assert [t.get_text() for t in noisy.get_legend().get_texts()][-1] == "above the scale (first passes): value above"
     box = noisy.get_legend().get_window_extent()
     assert not [p for p in noisy.transData.transform(list(zip(range(0, 401, 20), losses))) if box.contains(*p)]
     label = noisy.texts[0].get_window_extent()

@@ -1501,15 +1501,16 @@ def test_the_notebooks_copy_holds_no_guards_the_docs_subclass_holds_both_and_the
     assert "self.curve[-1][0] != int(self.model.optimizer.iterations)" in begin
     said = " ".join(notebook_markdown().split())  # round 26: the two rules are bullets after the run
     after = said.split("### KeepBest on a model like yours", 1)[1]
-    hidden = ("`History`, `EarlyStopping` and `ModelCheckpoint` read the logs when an epoch ends: they miss these "
-              "passes (`History` kept only `loss`): read `keep_best.curve` and `keep_best.results`.")
+    hidden = ("`History`, `EarlyStopping` and `ModelCheckpoint` read the logs when an epoch ends: they see the "  # round 27:
+              "built-in's passes, not `KeepBest`'s, which are in the logs only at their own step (`History` kept only "
+              "`loss`). Read those in `keep_best.curve` and `keep_best.results`.")  # consistent with the copy's comment
     # round 26, third pass: the copy's comment says the same (only callbacks listed after it, at that step)
     assert "logs.update(results)   # callbacks listed after this one see val_loss, at this step only" in core
     assert hidden in after and after.index(hidden) < after.index("Do two things")  # next to the run, first
     watch = after.split("Do two things, or passes go missing or repeat silently (the helper refuses both, "
                         "[how](../docs/validation.md#two-guards-for-the-copy)):", 1)[1]  # round 26, second pass:
-    rules = ["**Keep `compile`'s default `steps_per_execution=1`** (N steps per call into Keras's compiled "  # what
-             "graph): with N > 1, `fit` calls back once per N steps, so passes are missed.",  # to do, first
+    rules = ["**Keep `compile`'s default `steps_per_execution=1`.** A larger value runs that many steps between "  # what
+             "callbacks, so `fit` skips passes.",  # to do, first; round 27: no letter N (N is the set's size)
              "**Give every `fit` call a new callback.** An old one repeats the pass at the step where the "
              "last call ended, and patience counts it."]
     assert [watch.index(rule) for rule in rules] == sorted(watch.index(rule) for rule in rules)  # in this order
@@ -1773,8 +1774,8 @@ def test_the_notebooks_inline_generator_makes_the_helpers_examples():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(setup, f"{NOTEBOOK}:data", "exec"), scope)  # noqa: S102 - our own notebook
-    assert out.getvalue() == ("Does TensorFlow know the size of val_ds? False\n"
-                              "One pass read N = 213 examples: 6 batches of 32 and a last one of 21.\n")
+    assert out.getvalue() == ("Size of val_ds known to tf.data? False\n"
+                              "One pass counts N = 213 examples: 6 batches of 32, then a last one of 21.\n")
     pairs = [(scope["val_ds"], V.generated_dataset(12, 32, seed=1)),
              (scope["val_ds"], V.generated_dataset(12, 32, seed=1)),  # the second pass: the same examples
              (scope["train_ds"].take(40), V.generated_dataset(None, 32, seed=0).take(40))]

@@ -22,8 +22,8 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     a pass on the weights ``fit`` left, a green ring around the star at ``(best_step, restored)``
     (the best step's weights, put back; nothing is drawn at the stop line); star and ring share one
     legend entry. Linear y axis from 0, its top near the late passes: a pass above it (the first
-    ones, often far above the rest) is an open triangle at the top edge, its value beside it (a legend
-    entry says so); the lowest other pass, when within 15% of the best, is labelled "closest miss
+    ones, often far above the rest) is an open triangle at the top edge, its value above it (a legend
+    entry says so); the lowest other pass, when within 15% of the best, is labelled "runner-up
     <value>" (not a second best). The legend top right, left of the stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
@@ -69,7 +69,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     others = [i for i in range(len(curve)) if i not in (best, last)]
     near = min(others, key=lambda i: losses[i], default=None)
     if near is not None and losses[near] <= 1.15 * losses[best]:  # a near miss: its value, so it is not read as a best
-        ax.annotate(f"closest miss {losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points",
+        ax.annotate(f"runner-up {losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points",
                     xytext=(0, -16), ha="center", va="top", fontsize=9, color="0.2", zorder=5,  # under the best line
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     span = max(steps[-1] - steps[0], 1)
@@ -78,13 +78,13 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     top = min(max(ranked), 1.6 * ranked[int(0.8 * (len(ranked) - 1))])  # room for the legend; the first passes above
     ax.set_ylim(0, top * 1.02)
     above = [i for i in range(len(curve)) if losses[i] > top]
-    if above:  # off the top: an open triangle at the edge, the value beside it
+    if above:  # off the top: an open triangle at the edge, the value above it
         ax.scatter([steps[i] for i in above], [top * 1.02] * len(above), marker="^", s=40, facecolors="white",
                    edgecolors=COLORS[0], linewidths=1.4, zorder=3, clip_on=False,
-                   label="above the scale (first passes): value beside")
+                   label="above the scale (first passes): value above")
         for i in above:
-            ax.annotate(f"{losses[i]:.3g}", (steps[i], top * 1.02), textcoords="offset points", xytext=(6, -3), ha="left",
-                        va="top", fontsize=8, color=COLORS[0])
+            ax.annotate(f"{losses[i]:.3g}", (steps[i], top * 1.02), textcoords="offset points", xytext=(0, 6),
+                        ha="center", va="bottom", fontsize=8, color=COLORS[0])  # above it: clear of the curve
     left = steps[0] - 0.04 * span
     ax.set_xlim(left, right)
     ax.set_xticks(steps[::2] if len(steps) > 12 else steps)
@@ -99,7 +99,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=1)}, loc="upper right",
               bbox_to_anchor=anchor, fontsize=9, framealpha=0.95)
     if title:
-        ax.set_title(title, fontsize=11, pad=12)
+        ax.set_title(title, fontsize=11, pad=22 if above else 12)  # room for the values above the top edge
     fig.tight_layout()
     return fig
 
