@@ -556,6 +556,32 @@ def test_validation_losses_draws_one_marker_per_curve_over_the_training_loss():
     assert ax.get_yscale() == "log" and ax.get_title() == "three ways"
 
 
+def test_epoch_ends_and_passes_draws_both_runs_the_epoch_ends_and_what_each_restored():
+    """Notebook 04's finite-data figure (round 27, second pass): KeepBest's passes every K steps as a
+    line, the built-in's epoch-end passes as open circles on them, a dotted line at each epoch end, a
+    star and a square at the two restored passes with their values; plain labels on a log axis."""
+    import pytest
+
+    passes = [(step, 4.0 / (1 + step / 10) + (0.3 if step % 40 == 20 else 0.0)) for step in range(0, 161, 20)]
+    ends = [(80, dict(passes)[80]), (160, dict(passes)[160])]
+    fig = plots.epoch_ends_and_passes(passes, ends, best_pass=140, best_epoch_end=160, title="two runs")
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.lines]
+    assert labels == ["an epoch ends", "_end", "KeepBest: a pass every 20 steps", "built-in: a pass when an epoch ends",
+                      "KeepBest restores this pass's weights", "built-in restores this pass's weights"]
+    assert [line.get_xdata()[0] for line in ax.lines[:2]] == [80, 160]  # one dotted line per epoch end
+    assert list(ax.lines[3].get_xdata()) == [80, 160] and ax.lines[3].get_markerfacecolor() == "none"
+    assert [t.get_text() for t in ax.texts] == [f"{dict(passes)[140]:.3f}", f"{dict(passes)[160]:.3f}"]
+    assert ax.get_yscale() == "log" and ax.get_title() == "two runs"
+    assert list(ax.get_xticks()) == [0, 80, 160] and not ax.yaxis.get_minor_ticks()  # no 10^-1 labels
+    low, high = ax.get_ylim()
+    assert all(low < loss < high for _, loss in passes)
+    with pytest.raises(ValueError, match="best_pass 30"):
+        plots.epoch_ends_and_passes(passes, ends, best_pass=30, best_epoch_end=160)
+    with pytest.raises(ValueError, match="at least one pass"):
+        plots.epoch_ends_and_passes([], ends, best_pass=0, best_epoch_end=80)
+
+
 def test_validation_losses_bad_input():
     import pytest
 
@@ -684,8 +710,8 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     noisy.figure.canvas.draw()
     # round 26, second pass: readers took the near miss at 240 (0.192) for the best; its value is labelled again
     # round 26, third pass: it says what it is, under the best line; the triangles have a legend entry
-    # round 27: "runner-up" (plain words); the triangles' values above them, apart, under the title
-    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272", "runner-up 0.192", "8.3", "3.5", "2.6"]
+    # round 27: the triangles' values above them, apart, under the title; second pass: "next lowest" (what it is)
+    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272", "next lowest 0.192", "8.3", "3.5", "2.6"]
     values = [t.get_window_extent() for t in noisy.texts[3:]]
     assert all(a.x1 < b.x0 for a, b in zip(values, values[1:]))  # side by side, none touching the next
     assert all(v.y0 > noisy.transData.transform((0, noisy.get_ylim()[1]))[1] for v in values)  # above the top edge

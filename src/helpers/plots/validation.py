@@ -8,7 +8,66 @@ import numpy as np
 
 from helpers.plots._style import COLORS, apply_style, new_figure
 
-__all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation_losses", "validation_passes"]
+__all__ = ["epoch_ends_and_passes", "keep_best_curve", "reported_losses", "validation_curve", "validation_losses", "validation_passes"]
+
+
+def epoch_ends_and_passes(passes: list[tuple[int, float]], epoch_ends: list[tuple[int, float]], *,
+                          best_pass: int, best_epoch_end: int, title: str | None = None) -> Any:
+    """Notebook 04's finite-data picture: two runs of ``fit(finite_ds, epochs=E)`` on one axes.
+    ``passes``: ``(step, loss)`` of a pass every K steps (``KeepBest``), a line with dots;
+    ``epoch_ends``: ``(step, loss)`` of the built-in's pass at each epoch's end, open circles, with a
+    dotted line at each epoch end. ``best_pass`` and ``best_epoch_end``: the step whose weights each
+    run restored, a star and a square labelled with its loss. Log y axis with plain labels.
+    Returns the Figure.
+
+    >>> fig = epoch_ends_and_passes([(0, 4.0), (5, 1.0), (10, 2.0)], [(10, 2.0)], best_pass=5, best_epoch_end=10)
+    >>> [line.get_label() for line in fig.axes[0].lines][:2]
+    ['KeepBest: a pass every 5 steps', 'built-in: a pass when an epoch ends']
+
+    Raises ValueError for empty runs or a best step that is not one of the run's steps.
+    """
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    if not passes or not epoch_ends:
+        raise ValueError("passes and epoch_ends: give each run's (step, loss) of at least one pass")
+    loss_at, end_at = dict(passes), dict(epoch_ends)
+    if best_pass not in loss_at or best_epoch_end not in end_at:
+        raise ValueError(f"best_pass {best_pass} or best_epoch_end {best_epoch_end} is not a step of its run")
+    every = passes[1][0] - passes[0][0] if len(passes) > 1 else 0
+    fig, ax = new_figure(width=9.0, height=4.3)
+    for number, (step, _) in enumerate(epoch_ends, start=1):
+        ax.axvline(step, color="0.75", lw=1.0, ls=":", zorder=1, label="an epoch ends" if number == 1 else "_end")
+    ax.plot(*zip(*passes), marker="o", ms=4, color=COLORS[1], lw=1.0, zorder=3,
+            label=f"KeepBest: a pass every {every} steps")
+    ax.plot(*zip(*epoch_ends), ls="none", marker="o", ms=14, mfc="none", mec=COLORS[0], mew=2.0, zorder=4,
+            label="built-in: a pass when an epoch ends")
+    marks = [(best_pass, loss_at[best_pass], "*", 18, COLORS[1], "KeepBest restores"),
+             (best_epoch_end, end_at[best_epoch_end], "s", 10, COLORS[0], "built-in restores")]
+    for step, loss, marker, size, color, said in marks:
+        ax.plot([step], [loss], ls="none", marker=marker, ms=size, color=color, mec="white", mew=0.8, zorder=5,
+                label=f"{said} this pass's weights")
+        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(10, -4), ha="left",
+                    va="top", fontsize=9, color=color, fontweight="bold",
+                    bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
+    losses = [loss for _, loss in passes + epoch_ends]
+    ax.set_yscale("log")
+    low, high = min(losses) / 1.35, max(losses) * 1.25
+    ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100) if low <= t <= high]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(lambda value, _: f"{value:g}")
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(low, high)
+    epoch = epoch_ends[0][0] - passes[0][0]  # steps in an epoch: ticks at each epoch end
+    last = max(step for step, _ in passes + epoch_ends)
+    ax.set_xticks(list(range(passes[0][0], last + epoch, epoch)) if epoch > 0 else [passes[0][0]])
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss (log scale)")
+    ax.legend(loc="upper right", fontsize=9, framealpha=0.95)
+    if title:
+        ax.set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
 
 
 def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
@@ -23,7 +82,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     (the best step's weights, put back; nothing is drawn at the stop line); star and ring share one
     legend entry. Linear y axis from 0, its top near the late passes: a pass above it (the first
     ones, often far above the rest) is an open triangle at the top edge, its value above it (a legend
-    entry says so); the lowest other pass, when within 15% of the best, is labelled "runner-up
+    entry says so); the lowest other pass, when within 15% of the best, is labelled "next lowest
     <value>" (not a second best). The legend top right, left of the stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
@@ -69,7 +128,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     others = [i for i in range(len(curve)) if i not in (best, last)]
     near = min(others, key=lambda i: losses[i], default=None)
     if near is not None and losses[near] <= 1.15 * losses[best]:  # a near miss: its value, so it is not read as a best
-        ax.annotate(f"runner-up {losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points",
+        ax.annotate(f"next lowest {losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points",
                     xytext=(0, -16), ha="center", va="top", fontsize=9, color="0.2", zorder=5,  # under the best line
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     span = max(steps[-1] - steps[0], 1)
