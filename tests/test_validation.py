@@ -1886,3 +1886,4 @@ def test_the_notebooks_finite_data_keep_best_finds_a_best_between_the_built_ins_
     assert "both runs wait 100 steps for a lower loss" in said  # patience=1 epoch and patience=5 passes of 20
     assert "`KeepBest`'s best can fall between them" in said
     assert "- most readers: the built-in `fit(steps_per_epoch=K, validation_data=val_ds)` (next cell);" in said
+    assert "the `KeepBest` callback when each epoch must read finite training data once" in said  # the takeaways
