@@ -558,24 +558,34 @@ def test_validation_losses_draws_one_marker_per_curve_over_the_training_loss():
 
 def test_epoch_ends_and_passes_draws_both_runs_the_epoch_ends_and_what_each_restored():
     """Notebook 04's finite-data figure (round 27, second pass): KeepBest's passes every K steps as a
-    line, the built-in's epoch-end passes as open circles on them, a dotted line at each epoch end, a
-    star and a square at the two restored passes with their values; plain labels on a log axis."""
+    line, the built-in's epoch-end passes as open circles on them, a star and a square at the two
+    restored passes with their values. Third pass: each run's stop a dashed line in its colour with
+    its step, the dotted epoch-end lines only before the built-in's stop, "one curve" said in the
+    legend, a linear axis from 0 with the far-off first pass a triangle at the top edge."""
     import pytest
 
-    passes = [(step, 4.0 / (1 + step / 10) + (0.3 if step % 40 == 20 else 0.0)) for step in range(0, 161, 20)]
+    passes = [(step, 4.0 / (1 + step / 10) + (0.3 if step % 40 == 20 else 0.0)) for step in range(0, 241, 20)]
     ends = [(80, dict(passes)[80]), (160, dict(passes)[160])]
     fig = plots.epoch_ends_and_passes(passes, ends, best_pass=140, best_epoch_end=160, title="two runs")
     ax = fig.axes[0]
     labels = [line.get_label() for line in ax.lines]
-    assert labels == ["an epoch ends", "_end", "KeepBest: a pass every 20 steps", "built-in: a pass when an epoch ends",
-                      "KeepBest restores this pass's weights", "built-in restores this pass's weights"]
-    assert [line.get_xdata()[0] for line in ax.lines[:2]] == [80, 160]  # one dotted line per epoch end
-    assert list(ax.lines[3].get_xdata()) == [80, 160] and ax.lines[3].get_markerfacecolor() == "none"
-    assert [t.get_text() for t in ax.texts] == [f"{dict(passes)[140]:.3f}", f"{dict(passes)[160]:.3f}"]
-    assert ax.get_yscale() == "log" and ax.get_title() == "two runs"
-    assert list(ax.get_xticks()) == [0, 80, 160] and not ax.yaxis.get_minor_ticks()  # no 10^-1 labels
+    assert labels == ["KeepBest: a pass every 20 steps", "built-in: a pass when an epoch ends (the same passes: one curve)",
+                      "KeepBest restores this pass's weights", "built-in restores this pass's weights",
+                      "built-in stopped (step 160)", "KeepBest stopped (step 240)", "an epoch ends"]
+    assert [line.get_xdata()[0] for line in ax.lines[4:]] == [160, 240, 80]  # the stops, then epoch ends before 160
+    assert [line.get_linestyle() for line in ax.lines[4:]] == ["--", "--", ":"]
+    assert list(ax.lines[1].get_xdata()) == [80, 160] and ax.lines[1].get_markerfacecolor() == "none"
+    values = [t.get_text() for t in ax.texts]
+    assert values[:2] == [f"{dict(passes)[140]:.3f}", f"{dict(passes)[160]:.3f}"]
+    assert ax.get_yscale() == "linear" and ax.get_title() == "two runs"
     low, high = ax.get_ylim()
-    assert all(low < loss < high for _, loss in passes)
+    assert low == 0 and passes[0][1] > high  # the first pass is off the scale ...
+    off = [loss for _, loss in passes if loss > high]
+    assert values[2:] == [] and 0 < len(off) < len(passes) / 3  # ... marked at the top edge, values in the legend
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend[-1] == "above the scale: " + ", ".join(f"{loss:.3g}" for loss in off)
+    assert all(loss < high for _, loss in passes[3:])
+    assert list(ax.get_xticks()) == [0, 80, 160, 240]
     with pytest.raises(ValueError, match="best_pass 30"):
         plots.epoch_ends_and_passes(passes, ends, best_pass=30, best_epoch_end=160)
     with pytest.raises(ValueError, match="at least one pass"):

@@ -1503,14 +1503,15 @@ def test_the_notebooks_copy_holds_no_guards_the_docs_subclass_holds_both_and_the
     after = said.split("### KeepBest on a model like yours", 1)[1]
     # round 27, second pass: one list under the run, one line each: who sees a pass, then the two rules
     hidden = ("- **Who sees a pass:** callbacks listed after `KeepBest`, at that step; not `History`, "
-              "`EarlyStopping` or `ModelCheckpoint` (they read the logs at epoch ends). Read `keep_best.curve`.")
+              "`EarlyStopping` or `ModelCheckpoint` (they read the logs at epoch ends), so use `KeepBest`'s `patience` "
+              "and `restore_best`. Read `keep_best.curve`.")  # round 27, third pass: each rule's consequence
     # round 26, third pass: the copy's comment says the same (only callbacks listed after it, at that step)
     assert "logs.update(results)   # callbacks listed after this one see val_loss, at this step only" in core
     rules = [hidden,
              "- **Keep `compile`'s default `steps_per_execution=1`.** A larger value runs that many steps between "  # what
              "callbacks, so `fit` skips passes.",  # to do, first; round 27: no letter N (N is the set's size)
              "- **Give every `fit` call a new callback.** An old one repeats the last call's final pass, and "
-             "patience counts it.",
+             "patience counts it: it can stop a pass early.",
              "The helper refuses the last two ([how](../docs/validation.md#two-guards-for-the-copy))."]
     after = after.split("### If your training data is finite", 1)[0]  # the text under the run
     assert all(rule in after for rule in rules), [rule for rule in rules if rule not in after]
@@ -1766,7 +1767,7 @@ def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_
     assert len(history["val_loss"]) < 30 and stop.stopped_epoch > 0  # stopped early, on val_loss
     assert save.best == min(history["val_loss"])  # the checkpoint saw every block's val_loss
     said = " ".join(notebook_markdown().split())
-    assert "`EarlyStopping` and `ModelCheckpoint` see each \"epoch's\" `val_loss`" in said
+    assert "`EarlyStopping` and `ModelCheckpoint` see each `val_loss`" in said  # round 27, third pass
 
 
 def test_the_notebooks_inline_generator_makes_the_helpers_examples():
@@ -1885,5 +1886,18 @@ def test_the_notebooks_finite_data_keep_best_finds_a_best_between_the_built_ins_
     said = " ".join(notebook_markdown().split())
     assert "both runs wait 100 steps for a lower loss" in said  # patience=1 epoch and patience=5 passes of 20
     assert "`KeepBest`'s best can fall between them" in said
-    assert "- most readers: the built-in `fit(steps_per_epoch=K, validation_data=val_ds)` (next cell);" in said
+    # round 27, third pass: a recipe after the mean-over-examples cell, each row with its code, replaces the list
+    recipe = said.split("### Recipe: your setup → what to copy", 1)[1].split("## Now (TF2)", 1)[0]
+    rows = ["**A. `model.fit`, training data endless or `.repeat()`ed**",
+            "model.fit(train_ds, steps_per_epoch=K, epochs=E, validation_data=val_ds)",
+            "**B. Your own training loop.** `iter(train_ds)` once; every K steps a new `for x, y in val_ds:` loop",
+            "`train_and_validate`",
+            "**C. `fit` must read finite training data once an epoch, or you want a pass before training.**",
+            "`History`, `EarlyStopping` and `ModelCheckpoint` do not see its passes, so `KeepBest` does early "
+            "stopping and the best-weights restore.",
+            "The rest of the notebook proves each row."]
+    assert [recipe.index(row) for row in rows] == sorted(recipe.index(row) for row in rows)  # all there, in order
+    assert said.index("### Recipe") > said.index("So add each batch's *sum* of losses")
+    assert "Row A is" not in said and "most readers: the built-in" not in said  # the old list is gone
+    assert "Rows A and B need `finite_ds.repeat()`" in said
     assert "the `KeepBest` callback when each epoch must read finite training data once" in said  # the takeaways
