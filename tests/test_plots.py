@@ -562,6 +562,42 @@ def test_validation_losses_draws_one_marker_per_curve_over_the_training_loss():
     assert ax.get_yscale() == "log" and ax.get_title() == "three ways"
 
 
+def test_epoch_ends_and_passes_draws_both_runs_the_epoch_ends_and_what_each_restored():
+    """Notebook 04's finite-data figure (round 27, second pass): KeepBest's passes every K steps as a
+    line, the built-in's epoch-end passes as open circles on them, a star and a square at the two
+    restored passes with their values. Third pass: each run's stop a dashed line in its colour with
+    its step, the dotted epoch-end lines only before the built-in's stop, "one curve" said in the
+    legend, a linear axis from 0 with the far-off first pass a triangle at the top edge."""
+    import pytest
+
+    passes = [(step, 4.0 / (1 + step / 10) + (0.3 if step % 40 == 20 else 0.0)) for step in range(0, 241, 20)]
+    ends = [(80, dict(passes)[80]), (160, dict(passes)[160])]
+    fig = plots.epoch_ends_and_passes(passes, ends, best_pass=140, best_epoch_end=160, title="two runs")
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.lines]
+    assert labels == ["KeepBest: a pass every 20 steps", "built-in: a pass when an epoch ends (the same passes: one curve)",
+                      "KeepBest restores this pass's weights", "built-in restores this pass's weights",
+                      "built-in stopped (step 160)", "KeepBest stopped (step 240)", "an epoch ends"]
+    assert [line.get_xdata()[0] for line in ax.lines[4:]] == [160, 240, 80]  # the stops, then epoch ends before 160
+    assert [line.get_linestyle() for line in ax.lines[4:]] == ["--", "--", ":"]
+    assert list(ax.lines[1].get_xdata()) == [80, 160] and ax.lines[1].get_markerfacecolor() == "none"
+    values = [t.get_text() for t in ax.texts]
+    assert values[:2] == [f"{dict(passes)[140]:.3f}", f"{dict(passes)[160]:.3f}"]
+    assert ax.get_yscale() == "linear" and ax.get_title() == "two runs"
+    low, high = ax.get_ylim()
+    assert low == 0 and passes[0][1] > high  # the first pass is off the scale ...
+    off = [loss for _, loss in passes if loss > high]
+    assert values[2:] == [] and 0 < len(off) < len(passes) / 3  # ... marked at the top edge, values in the legend
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend[-1] == "above the scale: " + ", ".join(f"{loss:.3g}" for loss in off)
+    assert all(loss < high for _, loss in passes[3:])
+    assert list(ax.get_xticks()) == [0, 80, 160, 240]
+    with pytest.raises(ValueError, match="best_pass 30"):
+        plots.epoch_ends_and_passes(passes, ends, best_pass=30, best_epoch_end=160)
+    with pytest.raises(ValueError, match="at least one pass"):
+        plots.epoch_ends_and_passes([], ends, best_pass=0, best_epoch_end=80)
+
+
 def test_validation_losses_bad_input():
     import pytest
 
@@ -689,10 +725,15 @@ def test_keep_best_curve_marks_the_best_pass_the_passes_patience_counts_and_the_
     noisy = keep_best_curve(list(zip(range(0, 401, 20), losses)), 300, patience=5, restored=0.18).axes[0]
     noisy.figure.canvas.draw()
     # round 26, second pass: readers took the near miss at 240 (0.192) for the best; its value is labelled again
-    # round 26, third pass: it says what it is ("closest miss"), under the best line; the triangles have a legend entry
-    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272", "closest miss 0.192", "8.3", "3.5", "2.6"]
+    # round 26, third pass: it says what it is, under the best line; the triangles have a legend entry
+    # round 27: the triangles' values above them, apart, under the title; second pass: "next lowest" (what it is)
+    assert [t.get_text() for t in noisy.texts] == ["best 0.180", "0.272", "next lowest 0.192", "8.3", "3.5", "2.6"]
+    values = [t.get_window_extent() for t in noisy.texts[3:]]
+    assert all(a.x1 < b.x0 for a, b in zip(values, values[1:]))  # side by side, none touching the next
+    assert all(v.y0 > noisy.transData.transform((0, noisy.get_ylim()[1]))[1] for v in values)  # above the top edge
+    assert all(not v.overlaps(noisy.title.get_window_extent()) for v in values)
     assert noisy.texts[2].get_window_extent().y1 < noisy.transData.transform((240, 0.18))[1]
-    assert [t.get_text() for t in noisy.get_legend().get_texts()][-1] == "above the scale (first passes): value beside"
+    assert [t.get_text() for t in noisy.get_legend().get_texts()][-1] == "above the scale (first passes): value above"
     box = noisy.get_legend().get_window_extent()
     assert not [p for p in noisy.transData.transform(list(zip(range(0, 401, 20), losses))) if box.contains(*p)]
     label = noisy.texts[0].get_window_extent()

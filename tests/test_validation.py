@@ -1501,18 +1501,21 @@ def test_the_notebooks_copy_holds_no_guards_the_docs_subclass_holds_both_and_the
     assert "self.curve[-1][0] != int(self.model.optimizer.iterations)" in begin
     said = " ".join(notebook_markdown().split())  # round 26: the two rules are bullets after the run
     after = said.split("### KeepBest on a model like yours", 1)[1]
-    hidden = ("`History`, `EarlyStopping` and `ModelCheckpoint` read the logs when an epoch ends: they miss these "
-              "passes (`History` kept only `loss`): read `keep_best.curve` and `keep_best.results`.")
+    # round 27, second pass: one list under the run, one line each: who sees a pass, then the two rules
+    hidden = ("- **Who sees a pass:** callbacks listed after `KeepBest`, at that step; not `History`, "
+              "`EarlyStopping` or `ModelCheckpoint` (they read the logs at epoch ends), so use `KeepBest`'s `patience` "
+              "and `restore_best`. Read `keep_best.curve`.")  # round 27, third pass: each rule's consequence
     # round 26, third pass: the copy's comment says the same (only callbacks listed after it, at that step)
     assert "logs.update(results)   # callbacks listed after this one see val_loss, at this step only" in core
-    assert hidden in after and after.index(hidden) < after.index("Do two things")  # next to the run, first
-    watch = after.split("Do two things, or passes go missing or repeat silently (the helper refuses both, "
-                        "[how](../docs/validation.md#two-guards-for-the-copy)):", 1)[1]  # round 26, second pass:
-    rules = ["**Keep `compile`'s default `steps_per_execution=1`** (N steps per call into Keras's compiled "  # what
-             "graph): with N > 1, `fit` calls back once per N steps, so passes are missed.",  # to do, first
-             "**Give every `fit` call a new callback.** An old one repeats the pass at the step where the "
-             "last call ended, and patience counts it."]
-    assert [watch.index(rule) for rule in rules] == sorted(watch.index(rule) for rule in rules)  # in this order
+    rules = [hidden,
+             "- **Keep `compile`'s default `steps_per_execution=1`.** A larger value runs that many steps between "  # what
+             "callbacks, so `fit` skips passes.",  # to do, first; round 27: no letter N (N is the set's size)
+             "- **Give every `fit` call a new callback.** An old one repeats the last call's final pass, and "
+             "patience counts it: it can stop a pass early.",
+             "The helper refuses the last two ([how](../docs/validation.md#two-guards-for-the-copy))."]
+    after = after.split("### If your training data is finite", 1)[0]  # the text under the run
+    assert all(rule in after for rule in rules), [rule for rule in rules if rule not in after]
+    assert [after.index(rule) for rule in rules] == sorted(after.index(rule) for rule in rules)  # in this order
     assert "steps_per_execution" not in said.split("### KeepBest on a model like yours", 1)[0]  # not before it
     assert "Never call `model.evaluate()` in a callback: it overwrites `History`'s training loss" in said
 
@@ -1667,11 +1670,19 @@ def test_the_notebooks_keep_best_with_patience_5_outlasts_the_noise_and_loses_no
     assert on[-1][0] == 600 and later > 0.180 and "no pass goes below 0.180: stopping at step 400 lost nothing" in section
 
 
+def docs_keep_best_on_disk():
+    """docs/validation.md's ``KeepBestOnDisk``, a subclass of the notebook's copied ``KeepBest``."""
+    scope = copy_scope()
+    exec(compile(docs_block("KeepBest on disk or in TensorBoard"), "validation.md:on-disk", "exec"), scope)  # noqa: S102
+    return scope["KeepBestOnDisk"]
+
+
 def test_the_notebooks_next_step_saves_the_best_passs_weights_on_disk(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the class writes best.weights.h5 in the working directory
-    # round 26, third pass: KeepBestOnDisk moved from the docs into the notebook's finite-data cell
+    # round 27, second pass: KeepBestOnDisk back in docs/validation.md (the notebook links to it)
+    assert "docs/validation.md#keepbest-on-disk-or-in-tensorboard" in notebook_markdown()
     model = compiled(make_model(), keras.optimizers.Adam(0.1))
-    callback = notebook_function("KeepBestOnDisk")(val_ds(), 2, MSE, patience=2)
+    callback = docs_keep_best_on_disk()(val_ds(), 2, MSE, patience=2)
     _fit([callback], model, steps_per_epoch=40)
     assert callback.best_step != callback.curve[-1][0]  # the file must hold an earlier pass's weights
     loaded = make_model()
@@ -1740,9 +1751,9 @@ def test_the_notebook_names_one_keep_best_and_no_helper_class_shares_a_copied_na
     arguments. Now the helper's is KeepBest, with the copied KeepBest's arguments."""
     assert not hasattr(V, "ValidateEvery")  # the arguments: test_the_notebooks_keep_best_takes_the_helpers_arguments
     said = " ".join(notebook_markdown().split())
-    assert ("`helpers.validation.KeepBest` takes the same arguments and adds sample weights, a loss per output, several "
-            "devices, and two guards") in said
-    assert "The copy reads `(x, y)` batches; each new best copies all the weights to memory." in said
+    assert ("`helpers.validation.KeepBest` takes the same arguments and also handles sample weights, a loss per "
+            "output and several devices") in said  # round 27, second pass: the copy is not incomplete for (x, y)
+    assert "For a plain `(x, y)` model the copy is complete; each new best copies all the weights to memory." in said
 
 
 def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_loss(tmp_path):
@@ -1756,7 +1767,7 @@ def test_keras_blocks_of_k_steps_give_early_stopping_and_model_checkpoint_a_val_
     assert len(history["val_loss"]) < 30 and stop.stopped_epoch > 0  # stopped early, on val_loss
     assert save.best == min(history["val_loss"])  # the checkpoint saw every block's val_loss
     said = " ".join(notebook_markdown().split())
-    assert "`EarlyStopping` and `ModelCheckpoint` see each \"epoch's\" `val_loss`" in said
+    assert "`EarlyStopping` and `ModelCheckpoint` see each `val_loss`" in said  # round 27, third pass
 
 
 def test_the_notebooks_inline_generator_makes_the_helpers_examples():
@@ -1773,8 +1784,8 @@ def test_the_notebooks_inline_generator_makes_the_helpers_examples():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(setup, f"{NOTEBOOK}:data", "exec"), scope)  # noqa: S102 - our own notebook
-    assert out.getvalue() == ("Does TensorFlow know the size of val_ds? False\n"
-                              "One pass read N = 213 examples: 6 batches of 32 and a last one of 21.\n")
+    assert out.getvalue() == ("Size of val_ds known to tf.data? False\n"
+                              "One pass counts N = 213 examples: 6 batches of 32, then a last one of 21.\n")
     pairs = [(scope["val_ds"], V.generated_dataset(12, 32, seed=1)),
              (scope["val_ds"], V.generated_dataset(12, 32, seed=1)),  # the second pass: the same examples
              (scope["train_ds"].take(40), V.generated_dataset(None, 32, seed=0).take(40))]
@@ -1784,7 +1795,8 @@ def test_the_notebooks_inline_generator_makes_the_helpers_examples():
 
 
 def test_finite_training_data_keep_best_in_epochs_and_the_two_routes_that_need_repeat(tmp_path, monkeypatch):
-    """Round 26, second pass: the notebook's 'If your training data is finite'. On a finite training set
+    """Round 26, second pass: the notebook's 'If your training data is finite' (since round 27's second pass
+    the notebook trains in-memory data there; this stays as the docs' case). On a finite training set
     of unknown size, fit(epochs=E) with KeepBest validates every K steps across epoch ends; the loop
     raises StopIteration; the built-in steps_per_epoch=K warns "Your input ran out of data" and each
     "epoch" ends early (fewer than K batches). Keras 3.15 adds one to optimizer.iterations at the end of
@@ -1792,8 +1804,8 @@ def test_finite_training_data_keep_best_in_epochs_and_the_two_routes_that_need_r
     finite = V.generated_dataset(30, 32, seed=0)  # the notebook's finite_ds: 17 batches an epoch
     assert sum(1 for _ in finite) == 17
     model = compiled(make_model())
-    monkeypatch.chdir(tmp_path)  # round 26, third pass: the notebook's KeepBestOnDisk writes best.weights.h5 here
-    ours = notebook_function("KeepBestOnDisk")(val_ds(), 20, MSE, patience=5)
+    monkeypatch.chdir(tmp_path)  # the docs' KeepBestOnDisk (round 27, second pass) writes best.weights.h5 here
+    ours = docs_keep_best_on_disk()(val_ds(), 20, MSE, patience=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(finite, epochs=6, callbacks=[ours], shuffle=False, verbose=0)
@@ -1813,3 +1825,79 @@ def test_finite_training_data_keep_best_in_epochs_and_the_two_routes_that_need_r
                     verbose=0)
     assert batches == [17, 17, 17]  # each "epoch" of K = 20 steps ends early, where the data does
     assert any("Your input ran out of data" in str(w.message) for w in caught)
+
+
+def test_the_docs_finite_data_needs_repeat_for_the_loop_and_steps_per_epoch():
+    """Round 27, second pass: the loop's StopIteration and the built-in's short K-step "epochs" left the
+    notebook's finite-data cell for docs/validation.md 'Finite training data and repeat' (linked)."""
+    assert "docs/validation.md#finite-training-data-and-repeat" in notebook_markdown()
+    scope = notebook_scope()
+    for name in ("make_steps", "train_and_validate"):
+        scope[name] = notebook_function(name)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Your input ran out of data"
+        exec(docs_block("Finite training data and repeat"), scope)  # noqa: S102 - our own docs
+    shown = docs_block("Finite training data and repeat", kind="")
+    assert out.getvalue() == shown
+    assert "[17, 17, 17]" in shown and "[20, 20, 20]" in shown and "StopIteration" in shown
+
+
+def notebook_finite_cell() -> str:
+    """The source of the notebook's finite-data comparison (built-in EarlyStopping against KeepBest)."""
+    import nbformat
+
+    from tests.notebook_answers import ROOT
+
+    cells = nbformat.read(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4).cells
+    (source,) = [cell.source for cell in cells if cell.cell_type == "code" and "finite_ds = " in cell.source]
+    return source
+
+
+def test_the_notebooks_finite_data_keep_best_finds_a_best_between_the_built_ins_epoch_ends(monkeypatch):
+    """Round 27, second pass: on finite data trained in real epochs (3,200 examples, 100 batches an epoch),
+    the built-in validates at epoch ends only (its EarlyStopping, patience 1 epoch, stops after step 300
+    and restores step 200's weights, 0.334); KeepBest (a pass every 20 steps, patience 5 passes: the same
+    100 steps) shares those passes, finds a lower one between them (step 360, 0.193) and stops at 460.
+    The notebook's cell runs as it is (its figure drawn off screen) with the helper's data in its place."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from helpers import plots
+
+    scope = notebook_scope()
+    scope.update(BATCH_SIZE=32, plots=plots, plt=plt)
+    monkeypatch.setattr(plt, "show", lambda: None)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Your input ran out of data" (the validation set's size is unknown)
+        exec(compile(notebook_finite_cell(), f"{NOTEBOOK}:finite", "exec"), scope)  # noqa: S102
+    plt.close("all")
+    assert out.getvalue() == (
+        "At each epoch end, the built-in's val_loss equals KeepBest's pass (to 1e-5)? True\n"
+        "Built-in: stopped after step 300, restored step 200's weights (val_loss 0.334).\n"
+        "KeepBest: stopped after step 460, restored step 360's weights (val_loss 0.193).\n")
+    assert scope["EPOCH"] == 100 and [step for step, _ in scope["epoch_ends"]] == [100, 200, 300]
+    # the weights each run left are the ones it says it restored
+    for model, loss in ((scope["epoch_model"], scope["stopper"].best), (scope["step_model"], scope["step_best"].best_loss)):
+        assert np.isclose(keras_evaluate(model, scope["val_ds"])["loss"], loss, rtol=1e-4)
+    said = " ".join(notebook_markdown().split())
+    assert "both runs wait 100 steps for a lower loss" in said  # patience=1 epoch and patience=5 passes of 20
+    assert "`KeepBest`'s best can fall between them" in said
+    # round 27, third pass: a recipe after the mean-over-examples cell, each row with its code, replaces the list
+    recipe = said.split("### Recipe: your setup → what to copy", 1)[1].split("## Now (TF2)", 1)[0]
+    rows = ["**A. `model.fit`, training data endless or `.repeat()`ed**",
+            "model.fit(train_ds, steps_per_epoch=K, epochs=E, validation_data=val_ds)",
+            "**B. Your own training loop.** `iter(train_ds)` once; every K steps a new `for x, y in val_ds:` loop",
+            "`train_and_validate`",
+            "**C. `fit` must read finite training data once an epoch, or you want a pass before training.**",
+            "`History`, `EarlyStopping` and `ModelCheckpoint` do not see its passes, so `KeepBest` does early "
+            "stopping and the best-weights restore.",
+            "The rest of the notebook proves each row."]
+    assert [recipe.index(row) for row in rows] == sorted(recipe.index(row) for row in rows)  # all there, in order
+    assert said.index("### Recipe") > said.index("So add each batch's *sum* of losses")
+    assert "Row A is" not in said and "most readers: the built-in" not in said  # the old list is gone
+    assert "Rows A and B need `finite_ds.repeat()`" in said
+    assert "the `KeepBest` callback when each epoch must read finite training data once" in said  # the takeaways

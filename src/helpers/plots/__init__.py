@@ -9,12 +9,13 @@ from helpers.plots._style import COLORS, apply_style, new_figure
 from helpers.plots.decoupling import held_vs_leaky
 from helpers.plots.accumulation import accumulation_memory, accumulation_windows
 from helpers.plots.batching import ptb_grid, reading_losses, series_groups, step_predictions
-from helpers.plots.validation import (keep_best_curve, reported_losses, validation_curve, validation_losses,
-                                      validation_passes)
+from helpers.plots.validation import (epoch_ends_and_passes, keep_best_curve, reported_losses, validation_curve,
+                                      validation_losses, validation_passes)
 from helpers.plots.snapshots import (snapshot_labels, snapshot_lag, snapshot_mean_teacher, snapshot_ring,
                                      snapshot_step_order, snapshot_targets)
 
 __all__ = ["COLORS", "apply_style", "new_figure", "held_vs_leaky", "accumulation_memory",
-           "accumulation_windows", "ptb_grid", "reading_losses", "series_groups", "step_predictions", "keep_best_curve",
-           "reported_losses", "validation_curve", "validation_losses", "validation_passes", "snapshot_labels",
-           "snapshot_lag", "snapshot_mean_teacher", "snapshot_ring", "snapshot_step_order", "snapshot_targets"]
+           "accumulation_windows", "ptb_grid", "reading_losses", "series_groups", "step_predictions",
+           "epoch_ends_and_passes", "keep_best_curve", "reported_losses", "validation_curve", "validation_losses",
+           "validation_passes", "snapshot_labels", "snapshot_lag", "snapshot_mean_teacher", "snapshot_ring",
+           "snapshot_step_order", "snapshot_targets"]

@@ -8,7 +8,69 @@ import numpy as np
 
 from helpers.plots._style import COLORS, apply_style, new_figure
 
-__all__ = ["keep_best_curve", "reported_losses", "validation_curve", "validation_losses", "validation_passes"]
+__all__ = ["epoch_ends_and_passes", "keep_best_curve", "reported_losses", "validation_curve", "validation_losses", "validation_passes"]
+
+
+def epoch_ends_and_passes(passes: list[tuple[int, float]], epoch_ends: list[tuple[int, float]], *,
+                          best_pass: int, best_epoch_end: int, title: str | None = None) -> Any:
+    """Notebook 04's finite-data picture: two runs of ``fit(finite_ds, epochs=E)`` on one axes.
+    ``passes``: ``(step, loss)`` of a pass every K steps (``KeepBest``), a line with dots;
+    ``epoch_ends``: ``(step, loss)`` of the built-in's pass at each epoch's end, open circles on that
+    line (the two runs' passes are the same there: one curve), with a dotted line at each epoch end
+    before the built-in's stop. Each run's stop (its last pass) is a dashed line in its colour,
+    labelled with its step. ``best_pass`` and ``best_epoch_end``: the step whose weights each run
+    restored, a star and a square labelled with its loss. Linear y axis from 0, its top near the
+    late passes: a pass above it (the first, far above the rest) is an open triangle at the top
+    edge, the values of those in the legend. The legend right of the axes. Returns the Figure.
+
+    >>> fig = epoch_ends_and_passes([(0, 4.0), (5, 1.0), (10, 2.0)], [(10, 2.0)], best_pass=5, best_epoch_end=10)
+    >>> [line.get_label() for line in fig.axes[0].lines][:2]
+    ['KeepBest: a pass every 5 steps', 'built-in: a pass when an epoch ends (the same passes: one curve)']
+
+    Raises ValueError for empty runs or a best step that is not one of the run's steps.
+    """
+    if not passes or not epoch_ends:
+        raise ValueError("passes and epoch_ends: give each run's (step, loss) of at least one pass")
+    loss_at, end_at = dict(passes), dict(epoch_ends)
+    if best_pass not in loss_at or best_epoch_end not in end_at:
+        raise ValueError(f"best_pass {best_pass} or best_epoch_end {best_epoch_end} is not a step of its run")
+    every = passes[1][0] - passes[0][0] if len(passes) > 1 else 0
+    fig, ax = new_figure(width=10.5, height=4.3)
+    ax.plot(*zip(*passes), marker="o", ms=4, color=COLORS[1], lw=1.0, zorder=3,
+            label=f"KeepBest: a pass every {every} steps")
+    ax.plot(*zip(*epoch_ends), ls="none", marker="o", ms=14, mfc="none", mec=COLORS[0], mew=2.0, zorder=4,
+            label="built-in: a pass when an epoch ends (the same passes: one curve)")
+    marks = [(best_pass, loss_at[best_pass], "*", 18, COLORS[1], "KeepBest restores"),
+             (best_epoch_end, end_at[best_epoch_end], "s", 10, COLORS[0], "built-in restores")]
+    for step, loss, marker, size, color, said in marks:
+        ax.plot([step], [loss], ls="none", marker=marker, ms=size, color=color, mec="white", mew=0.8, zorder=5,
+                label=f"{said} this pass's weights")
+        ax.annotate(f"{loss:.3f}", (step, loss), textcoords="offset points", xytext=(10, -4), ha="left",
+                    va="top", fontsize=9, color=color, fontweight="bold",
+                    bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
+    stops = [(epoch_ends[-1][0], COLORS[0], "built-in"), (passes[-1][0], COLORS[1], "KeepBest")]
+    for step, color, who in stops:
+        ax.axvline(step, color=color, lw=1.3, ls="--", zorder=2, label=f"{who} stopped (step {step})")
+    for number, (step, _) in enumerate(epoch_ends[:-1], start=1):  # up to the built-in's stop
+        ax.axvline(step, color="0.6", lw=1.0, ls=":", zorder=1, label="an epoch ends" if number == 1 else "_end")
+    losses = sorted(loss for _, loss in passes + epoch_ends)
+    top = min(losses[-1], 2.0 * losses[int(0.8 * (len(losses) - 1))]) * 1.02  # the first passes above
+    ax.set_ylim(0, top)
+    above = [(step, loss) for step, loss in passes if loss > top]
+    if above:  # off the top: open triangles at the edge, their values in the legend (one line, no overlap)
+        ax.scatter([step for step, _ in above], [top] * len(above), marker="^", s=40, facecolors="white",
+                   edgecolors=COLORS[1], linewidths=1.4, zorder=6, clip_on=False,
+                   label="above the scale: " + ", ".join(f"{loss:.3g}" for _, loss in above))
+    epoch = epoch_ends[0][0] - passes[0][0]  # steps in an epoch: ticks at each epoch end
+    last = max(step for step, _ in passes + epoch_ends)
+    ax.set_xticks(list(range(passes[0][0], last + epoch, epoch)) if epoch > 0 else [passes[0][0]])
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation loss")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9, framealpha=0.95)
+    if title:
+        ax.set_title(title, fontsize=11, pad=14)  # clear of the triangles at the top edge
+    fig.tight_layout()
+    return fig
 
 
 def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience: int | None = None,
@@ -22,8 +84,8 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     a pass on the weights ``fit`` left, a green ring around the star at ``(best_step, restored)``
     (the best step's weights, put back; nothing is drawn at the stop line); star and ring share one
     legend entry. Linear y axis from 0, its top near the late passes: a pass above it (the first
-    ones, often far above the rest) is an open triangle at the top edge, its value beside it (a legend
-    entry says so); the lowest other pass, when within 15% of the best, is labelled "closest miss
+    ones, often far above the rest) is an open triangle at the top edge, its value above it (a legend
+    entry says so); the lowest other pass, when within 15% of the best, is labelled "next lowest
     <value>" (not a second best). The legend top right, left of the stop line. Returns the Figure.
 
     >>> fig = keep_best_curve([(0, 8.0), (20, 1.0), (40, 1.5), (60, 1.2)], 20, patience=2, restored=1.0)
@@ -69,7 +131,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     others = [i for i in range(len(curve)) if i not in (best, last)]
     near = min(others, key=lambda i: losses[i], default=None)
     if near is not None and losses[near] <= 1.15 * losses[best]:  # a near miss: its value, so it is not read as a best
-        ax.annotate(f"closest miss {losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points",
+        ax.annotate(f"next lowest {losses[near]:.3f}", (steps[near], losses[near]), textcoords="offset points",
                     xytext=(0, -16), ha="center", va="top", fontsize=9, color="0.2", zorder=5,  # under the best line
                     bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.8})
     span = max(steps[-1] - steps[0], 1)
@@ -78,13 +140,13 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     top = min(max(ranked), 1.6 * ranked[int(0.8 * (len(ranked) - 1))])  # room for the legend; the first passes above
     ax.set_ylim(0, top * 1.02)
     above = [i for i in range(len(curve)) if losses[i] > top]
-    if above:  # off the top: an open triangle at the edge, the value beside it
+    if above:  # off the top: an open triangle at the edge, the value above it
         ax.scatter([steps[i] for i in above], [top * 1.02] * len(above), marker="^", s=40, facecolors="white",
                    edgecolors=COLORS[0], linewidths=1.4, zorder=3, clip_on=False,
-                   label="above the scale (first passes): value beside")
+                   label="above the scale (first passes): value above")
         for i in above:
-            ax.annotate(f"{losses[i]:.3g}", (steps[i], top * 1.02), textcoords="offset points", xytext=(6, -3), ha="left",
-                        va="top", fontsize=8, color=COLORS[0])
+            ax.annotate(f"{losses[i]:.3g}", (steps[i], top * 1.02), textcoords="offset points", xytext=(0, 6),
+                        ha="center", va="bottom", fontsize=8, color=COLORS[0])  # above it: clear of the curve
     left = steps[0] - 0.04 * span
     ax.set_xlim(left, right)
     ax.set_xticks(steps[::2] if len(steps) > 12 else steps)
@@ -99,7 +161,7 @@ def keep_best_curve(curve: list[tuple[int, float]], best_step: int, *, patience:
     ax.legend(handles, labels, handler_map={tuple: HandlerTuple(ndivide=1)}, loc="upper right",
               bbox_to_anchor=anchor, fontsize=9, framealpha=0.95)
     if title:
-        ax.set_title(title, fontsize=11, pad=12)
+        ax.set_title(title, fontsize=11, pad=22 if above else 12)  # room for the values above the top edge
     fig.tight_layout()
     return fig
 
