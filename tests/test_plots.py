@@ -60,17 +60,20 @@ def test_held_vs_leaky_draws_both_runs_the_same_way_and_joins_neither():
     assert top.get_yscale() == bottom.get_yscale() == "log"
     assert _lines(top, "-") == _lines(bottom, "-") == []  # one style in both panels: dots, nothing joined
     held_marks, leaky_marks = _marks(top), _marks(bottom)
-    assert sorted(held_marks["o"]) == [1, 3, 4, 5]  # the start and the accepted points
+    assert held_marks["D"] == leaky_marks["D"] == [1]  # round 27: the start, a diamond, not an accepted point
+    assert sorted(held_marks["o"]) == [3, 4, 5]  # the accepted points
     assert held_marks["x"] == [2] and leaky_marks["x"] == [2]  # every rejected trial a cross
-    assert sorted(leaky_marks["o"]) == [1, 3] and "s" not in leaky_marks
+    assert sorted(leaky_marks["o"]) == [3] and "s" not in leaky_marks
     assert all(line.get_alpha() == 0.5 for ax in fig.axes for line in ax.lines if line.get_marker() == "x")
     low, high = bottom.get_ylim()
     assert 0.1 / 10 < low <= 0.1 / 4 and 430.0 <= high <= 430.0 * 6  # every point on the scale, room for labels
     assert [t.get_text() for t in top.texts if not _iteration_name(t)] == ["stops after 5 evaluations"]
     assert [t.get_text() for t in bottom.texts][-1] == "stops after 3 evaluations"
-    assert [t.get_text() for t in top.get_legend().get_texts()] == ["accepted point (all on batch 1)",
+    assert [t.get_text() for t in top.get_legend().get_texts()] == ["start (evaluation 1)",
+                                                                     "accepted point (all on batch 1)",
                                                                      "rejected trial (same batch: normal)"]
-    assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["accepted point (each on its own batch)",
+    assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["start (evaluation 1)",
+                                                                        "accepted point (each on its own batch)",
                                                                         "rejected trial (a different batch each)"]
     # round 26: said under the leaky run's lowest point (evaluation 3), which reads as "better" otherwise
     note = [t for t in bottom.texts if t.get_text() == "losses on different batches:\ncannot be compared"]
@@ -92,11 +95,18 @@ def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_s
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     bottom = fig.axes[1]
     label = bottom.texts[-1]
-    # round 25: the stop said in plain words next to the square (no dotted "bracket" to decode)
-    assert label.get_text() == "back at evaluation 3's weights, re-read on batch 5:\nno lower, so SciPy stops: 'converged'"
+    # round 27: the stop said in plain words next to the square, and a dotted elbow under the points joins
+    # the square to point 3, labelled "same weights as 3" (no arrow, no bracket to decode)
+    assert label.get_text() == "re-read on batch 5: no lower,\nso SciPy stops: 'converged'"
     assert np.allclose(label.xy, [5, 8.1])
-    assert _lines(bottom, ":") == [] and not [t for t in bottom.texts if "bracket" in t.get_text()]
-    assert not [t for t in bottom.texts if t.arrow_patch is not None]  # no arrow to decode
+    [(xs, _)] = _lines(bottom, ":")
+    assert xs == [3, 3, 5, 5]
+    dotted = [line for line in bottom.lines if line.get_linestyle() == ":"][0]
+    ys = list(dotted.get_ydata())
+    assert ys[0] == 2.0 and ys[-1] == 8.1 and ys[1] == ys[2] < 2.0  # under both points
+    same = [t for t in bottom.texts if t.get_text() == "same weights as 3"]
+    assert len(same) == 1 and same[0].xy == (4.0, ys[1])
+    assert not [t for t in bottom.texts if t.arrow_patch is not None or "bracket" in t.get_text()]
     marks = _marks(bottom)  # the stop is an open square, not an accepted dot
     assert marks["s"] == [5] and 5 not in marks["o"] and 3 in marks["o"]
     assert bottom.get_legend().get_texts()[-1].get_text() == "where SciPy stops"
