@@ -71,7 +71,7 @@ def test_held_vs_leaky_draws_both_runs_the_same_way_and_joins_neither():
     assert [t.get_text() for t in bottom.texts][-1] == "stops after 3 evaluations"
     assert [t.get_text() for t in top.get_legend().get_texts()] == ["start (evaluation 1)",
                                                                      "accepted point (all on batch 1)",
-                                                                     "rejected trial (same batch: normal)"]
+                                                                     "rejected trial (too long a step: tried shorter)"]
     assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["start (evaluation 1)",
                                                                         "accepted point (each on its own batch)",
                                                                         "rejected trial (a different batch each)"]
@@ -97,7 +97,7 @@ def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_s
     label = bottom.texts[-1]
     # round 27: the stop said in plain words next to the square, and a dotted elbow under the points joins
     # the square to point 3, labelled "same weights as 3" (no arrow, no bracket to decode)
-    assert label.get_text() == "re-read on batch 5: no lower,\nso SciPy stops: 'converged'"
+    assert label.get_text() == "batch 3's weights, evaluated on batch 5:\nno lower, so SciPy stops: 'converged'"
     assert np.allclose(label.xy, [5, 8.1])
     [(xs, _)] = _lines(bottom, ":")
     assert xs == [3, 3, 5, 5]
@@ -148,9 +148,11 @@ def test_held_vs_leaky_shades_and_names_each_iteration_in_both_panels_the_same_w
     top, bottom = fig.axes
     assert _spans(bottom) == [(0.5, 3.5), (3.5, 6.5)]  # evaluations 1-3, then 4-6
     names = [t for t in bottom.texts if _iteration_name(t)]
-    assert [(t.get_text(), t.xy[0]) for t in names] == [("iteration 1", 2.0), ("iteration 2", 5.0)]
+    # round 27, second pass: a wide iteration named at its left edge (where it starts), every band's edges drawn
+    assert [(t.get_text(), t.xy[0], t.get_ha()) for t in names] == [("iteration 1", 0.6, "left"), ("iteration 2", 3.6, "left")]
+    assert all(p.get_linewidth() > 0 and p.get_edgecolor()[3] > 0 for ax in fig.axes for p in ax.patches)
     assert _spans(top) == [(0.5, 3.5), (3.5, 4.5), (4.5, 5.5)]  # the held run: the same rule
-    assert [(t.get_text(), t.xy[0]) for t in top.texts if _iteration_name(t)] == [("iteration 1", 2.0), ("2", 4.0),
+    assert [(t.get_text(), t.xy[0]) for t in top.texts if _iteration_name(t)] == [("iteration 1", 0.6), ("2", 4.0),
                                                                                    ("3", 5.0)]
     assert [p.get_facecolor() for p in top.patches][:2] == [p.get_facecolor() for p in bottom.patches]  # same shades
     fig = plots.held_vs_leaky([133.0, 3.6], [2], [133.0, 2.0, 9.0], [2])  # a last, unfinished line search

@@ -47,13 +47,13 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies), else "stops after N
     evaluations". When that last point has exactly the weights of the accepted point k before (needs
     ``leaky_points``), it is an open square, not a dot, joined to point k by a dotted elbow under the points
-    labelled "same weights as k", and labelled in plain words: re-read on the last batch, no lower, so
+    labelled "same weights as k", and labelled in plain words: point k's weights, evaluated on the last batch, no lower, so
     SciPy says 'converged'. ``all_data_losses`` (optional) are
     the two runs' final losses on all the data, written in each panel's bold title, so the figure ties
     to the judge's numbers. Both panels shade each iteration's evaluations the same way
     (iteration 1 from the start to its accepted point; each next one from the evaluation after an
     accepted point to the next accepted point: one line search), named "iteration k" (the number alone
-    where an iteration is narrower than 3 evaluations).
+    where an iteration is narrower than 3 evaluations), a wide one named at its left edge, every band's edges drawn.
     The y-axis says the points are losses on the batch read, not on all the data.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
@@ -112,10 +112,14 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         ends = [0, *(int(i) for i in accepted_at)] + ([count] if not accepted_at or int(accepted_at[-1]) < count else [])
         ends = ends if count > 1 else []
         for number, (first, last) in enumerate(zip(ends, ends[1:]), start=1):
-            ax.axvspan(first + 0.5, last + 0.5, color="0.5" if number % 2 else "0.75", alpha=0.12, lw=0, zorder=0)
-            name = f"iteration {number}" if last - first >= 3 else str(number)  # narrow: the number alone
-            ax.annotate(name, ((first + 1 + last) / 2, 0.97), xycoords=("data", "axes fraction"),
-                        ha="center", va="top", fontsize=9, color="0.3", fontstyle="italic")
+            grey = 0.5 if number % 2 else 0.75  # edges drawn: where each iteration starts and ends
+            ax.axvspan(first + 0.5, last + 0.5, fc=(grey, grey, grey, 0.12), ec=(0.5, 0.5, 0.5, 0.5), lw=0.8, zorder=0)
+            if last - first >= 3:  # wide: named at its left edge, where it starts
+                ax.annotate(f"iteration {number}", (first + 0.6, 0.97), xycoords=("data", "axes fraction"),
+                            ha="left", va="top", fontsize=9, color="0.3", fontstyle="italic")
+            else:  # narrow: the number alone, centred
+                ax.annotate(str(number), ((first + 1 + last) / 2, 0.97), xycoords=("data", "axes fraction"),
+                            ha="center", va="top", fontsize=9, color="0.3", fontstyle="italic")
 
     shade(top, list(held_accepted), len(values))
     shade(bottom, list(leaky_accepted), len(seen))
@@ -128,7 +132,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
     if same:  # the line search came back to the weights of the accepted point before, read on a new batch
         first, last_k = accepted[-2] + 1, len(seen)
-        stop = f"re-read on batch {last_k}: no lower,\nso SciPy stops: 'converged'"
+        stop = f"batch {first}'s weights, evaluated on batch {last_k}:\nno lower, so SciPy stops: 'converged'"
         below = seen[first - 1] / 2.5  # a dotted elbow under the points: from the square back to its weights
         bottom.semilogy([first, first, last_k, last_k], [seen[first - 1], below, below, seen[-1]], ":",
                         color=COLORS[1], lw=1.5)
@@ -145,7 +149,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
 
     top.legend([mark(top, "D", COLORS[0], ms=7), mark(top, "o", COLORS[0], ms=6),
                 mark(top, "x", COLORS[0], ms=7, mew=1.5, alpha=0.5)],
-               ["start (evaluation 1)", "accepted point (all on batch 1)", "rejected trial (same batch: normal)"],
+               ["start (evaluation 1)", "accepted point (all on batch 1)", "rejected trial (too long a step: tried shorter)"],
                loc="center right",
                fontsize=9)
     handles = [mark(bottom, "D", COLORS[1], ms=7), mark(bottom, "o", COLORS[1], ms=6),
