@@ -53,6 +53,22 @@ def test_held_vs_leaky_draws_each_run_on_its_own_panel_with_the_batch_each_evalu
     assert all("\n" not in ax.get_title() for ax in (top, bottom))  # one line each
 
 
+def test_held_vs_leaky_top_legend_covers_no_point_of_the_notebooks_run():
+    # round 27, third pass (readers): the top legend sat on the held run's points 5 and 6; now it sits
+    # upper right, under the iteration names, above the points (the notebook's losses, rounded)
+    held = [133.0, 430.0, 3.6, 3.1, 1.7, 0.95, 0.4, 0.4, 0.35, 0.22, 0.12, 0.1]
+    fig = plots.held_vs_leaky(held, list(range(3, 13)), [133.0, 258.0, 2.0, 3.5, 9.0, 12.0, 8.0], [3, 7],
+                              max_iterations=10)
+    top = fig.axes[0]
+    fig.canvas.draw()
+    box = top.get_legend().get_window_extent()
+    points = top.transData.transform(np.column_stack([np.arange(1, len(held) + 1), held]))
+    under = [(k + 1, box.y0 - y) for k, (x, y) in enumerate(points) if box.x0 - 15 <= x <= box.x1 + 15]
+    assert under and all(gap >= 40 for _, gap in under), under  # clear of them by 40 px (was 23 at centre right)
+    names = [t for t in top.texts if _iteration_name(t)]
+    assert all(t.get_window_extent().y0 >= box.y1 for t in names)  # under the iteration names, not on them
+
+
 def test_held_vs_leaky_draws_both_runs_the_same_way_and_joins_neither():
     # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 1), 258 rejected, 2.0 accepted
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])

@@ -150,7 +150,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     top.legend([mark(top, "D", COLORS[0], ms=7), mark(top, "o", COLORS[0], ms=6),
                 mark(top, "x", COLORS[0], ms=7, mew=1.5, alpha=0.5)],
                ["start (evaluation 1)", "accepted point (all on batch 1)", "rejected trial (too long a step: tried shorter)"],
-               loc="center right",
+               loc="upper right", bbox_to_anchor=(1, 0.88),  # under the iteration labels, above the points
                fontsize=9)
     handles = [mark(bottom, "D", COLORS[1], ms=7), mark(bottom, "o", COLORS[1], ms=6),
                mark(bottom, "x", COLORS[1], ms=7, mew=1.5, alpha=0.5)]
