@@ -53,6 +53,22 @@ def test_held_vs_leaky_draws_each_run_on_its_own_panel_with_the_batch_each_evalu
     assert all("\n" not in ax.get_title() for ax in (top, bottom))  # one line each
 
 
+def test_held_vs_leaky_top_legend_covers_no_point_of_the_notebooks_run():
+    # round 27, third pass (readers): the top legend sat on the held run's points 5 and 6; now it sits
+    # upper right, under the iteration names, above the points (the notebook's losses, rounded)
+    held = [133.0, 430.0, 3.6, 3.1, 1.7, 0.95, 0.4, 0.4, 0.35, 0.22, 0.12, 0.1]
+    fig = plots.held_vs_leaky(held, list(range(3, 13)), [133.0, 258.0, 2.0, 3.5, 9.0, 12.0, 8.0], [3, 7],
+                              max_iterations=10)
+    top = fig.axes[0]
+    fig.canvas.draw()
+    box = top.get_legend().get_window_extent()
+    points = top.transData.transform(np.column_stack([np.arange(1, len(held) + 1), held]))
+    under = [(k + 1, box.y0 - y) for k, (x, y) in enumerate(points) if box.x0 - 15 <= x <= box.x1 + 15]
+    assert under and all(gap >= 40 for _, gap in under), under  # clear of them by 40 px (was 23 at centre right)
+    names = [t for t in top.texts if _iteration_name(t)]
+    assert all(t.get_window_extent().y0 >= box.y1 for t in names)  # under the iteration names, not on them
+
+
 def test_held_vs_leaky_draws_both_runs_the_same_way_and_joins_neither():
     # held: start 133, a rejected trial 430, accepted 3.6, 3.1, 0.1; leaky: 133 (batch 1), 258 rejected, 2.0 accepted
     fig = plots.held_vs_leaky([133.0, 430.0, 3.6, 3.1, 0.1], [3, 4, 5], [133.0, 258.0, 2.0], [3])
@@ -60,17 +76,20 @@ def test_held_vs_leaky_draws_both_runs_the_same_way_and_joins_neither():
     assert top.get_yscale() == bottom.get_yscale() == "log"
     assert _lines(top, "-") == _lines(bottom, "-") == []  # one style in both panels: dots, nothing joined
     held_marks, leaky_marks = _marks(top), _marks(bottom)
-    assert sorted(held_marks["o"]) == [1, 3, 4, 5]  # the start and the accepted points
+    assert held_marks["D"] == leaky_marks["D"] == [1]  # round 27: the start, a diamond, not an accepted point
+    assert sorted(held_marks["o"]) == [3, 4, 5]  # the accepted points
     assert held_marks["x"] == [2] and leaky_marks["x"] == [2]  # every rejected trial a cross
-    assert sorted(leaky_marks["o"]) == [1, 3] and "s" not in leaky_marks
+    assert sorted(leaky_marks["o"]) == [3] and "s" not in leaky_marks
     assert all(line.get_alpha() == 0.5 for ax in fig.axes for line in ax.lines if line.get_marker() == "x")
     low, high = bottom.get_ylim()
     assert 0.1 / 10 < low <= 0.1 / 4 and 430.0 <= high <= 430.0 * 6  # every point on the scale, room for labels
     assert [t.get_text() for t in top.texts if not _iteration_name(t)] == ["stops after 5 evaluations"]
     assert [t.get_text() for t in bottom.texts][-1] == "stops after 3 evaluations"
-    assert [t.get_text() for t in top.get_legend().get_texts()] == ["accepted point (all on batch 1)",
-                                                                     "rejected trial (same batch: normal)"]
-    assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["accepted point (each on its own batch)",
+    assert [t.get_text() for t in top.get_legend().get_texts()] == ["start (evaluation 1)",
+                                                                     "accepted point (all on batch 1)",
+                                                                     "rejected trial (too long a step: tried shorter)"]
+    assert [t.get_text() for t in bottom.get_legend().get_texts()] == ["start (evaluation 1)",
+                                                                        "accepted point (each on its own batch)",
                                                                         "rejected trial (a different batch each)"]
     # round 26: said under the leaky run's lowest point (evaluation 3), which reads as "better" otherwise
     note = [t for t in bottom.texts if t.get_text() == "losses on different batches:\ncannot be compared"]
@@ -92,11 +111,18 @@ def test_held_vs_leaky_marks_a_last_point_at_exactly_the_weights_before_as_the_s
     fig = plots.held_vs_leaky([133.0, 3.6, 0.1], [2, 3], [133.0, 258.0, 2.0, 9.0, 8.1], [3, 5], points)
     bottom = fig.axes[1]
     label = bottom.texts[-1]
-    # round 25: the stop said in plain words next to the square (no dotted "bracket" to decode)
-    assert label.get_text() == "back at evaluation 3's weights, re-read on batch 5:\nno lower, so SciPy stops: 'converged'"
+    # round 27: the stop said in plain words next to the square, and a dotted elbow under the points joins
+    # the square to point 3, labelled "same weights as 3" (no arrow, no bracket to decode)
+    assert label.get_text() == "batch 3's weights, evaluated on batch 5:\nno lower, so SciPy stops: 'converged'"
     assert np.allclose(label.xy, [5, 8.1])
-    assert _lines(bottom, ":") == [] and not [t for t in bottom.texts if "bracket" in t.get_text()]
-    assert not [t for t in bottom.texts if t.arrow_patch is not None]  # no arrow to decode
+    [(xs, _)] = _lines(bottom, ":")
+    assert xs == [3, 3, 5, 5]
+    dotted = [line for line in bottom.lines if line.get_linestyle() == ":"][0]
+    ys = list(dotted.get_ydata())
+    assert ys[0] == 2.0 and ys[-1] == 8.1 and ys[1] == ys[2] < 2.0  # under both points
+    same = [t for t in bottom.texts if t.get_text() == "same weights as 3"]
+    assert len(same) == 1 and same[0].xy == (4.0, ys[1])
+    assert not [t for t in bottom.texts if t.arrow_patch is not None or "bracket" in t.get_text()]
     marks = _marks(bottom)  # the stop is an open square, not an accepted dot
     assert marks["s"] == [5] and 5 not in marks["o"] and 3 in marks["o"]
     assert bottom.get_legend().get_texts()[-1].get_text() == "where SciPy stops"
@@ -138,9 +164,11 @@ def test_held_vs_leaky_shades_and_names_each_iteration_in_both_panels_the_same_w
     top, bottom = fig.axes
     assert _spans(bottom) == [(0.5, 3.5), (3.5, 6.5)]  # evaluations 1-3, then 4-6
     names = [t for t in bottom.texts if _iteration_name(t)]
-    assert [(t.get_text(), t.xy[0]) for t in names] == [("iteration 1", 2.0), ("iteration 2", 5.0)]
+    # round 27, second pass: a wide iteration named at its left edge (where it starts), every band's edges drawn
+    assert [(t.get_text(), t.xy[0], t.get_ha()) for t in names] == [("iteration 1", 0.6, "left"), ("iteration 2", 3.6, "left")]
+    assert all(p.get_linewidth() > 0 and p.get_edgecolor()[3] > 0 for ax in fig.axes for p in ax.patches)
     assert _spans(top) == [(0.5, 3.5), (3.5, 4.5), (4.5, 5.5)]  # the held run: the same rule
-    assert [(t.get_text(), t.xy[0]) for t in top.texts if _iteration_name(t)] == [("iteration 1", 2.0), ("2", 4.0),
+    assert [(t.get_text(), t.xy[0]) for t in top.texts if _iteration_name(t)] == [("iteration 1", 0.6), ("2", 4.0),
                                                                                    ("3", 5.0)]
     assert [p.get_facecolor() for p in top.patches][:2] == [p.get_facecolor() for p in bottom.patches]  # same shades
     fig = plots.held_vs_leaky([133.0, 3.6], [2], [133.0, 2.0, 9.0], [2])  # a last, unfinished line search

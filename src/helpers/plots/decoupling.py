@@ -37,7 +37,7 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     loss. ``max_iterations`` (optional) is both runs' iteration cap: a run that made that many
     iterations is labelled as stopped at the cap, so that its end does not read as convergence.
 
-    Top panel, the held run: its start and accepted points (all on batch 1) as dots, its rejected
+    Top panel, the held run: its start (evaluation 1) as a diamond, its accepted points (all on batch 1) as dots, its rejected
     trials as light crosses. Bottom panel, the leaky run, drawn the same way (nothing joined in either
     panel), each point labelled with the batch it read; under its lowest point, that these losses cannot be
     compared (each read another batch). The two panels share both axes (log losses), so the columns line up, but no point of one run
@@ -46,13 +46,14 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     last evaluation is an accepted point whose loss rose (SciPy's L-BFGS-B stops when
     (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol, which any rise satisfies), else "stops after N
     evaluations". When that last point has exactly the weights of the accepted point k before (needs
-    ``leaky_points``), it is an open square, not a dot, labelled in plain words: the same weights as k,
-    re-read on the last batch, no lower, so SciPy says 'converged'. ``all_data_losses`` (optional) are
+    ``leaky_points``), it is an open square, not a dot, joined to point k by a dotted elbow under the points
+    labelled "same weights as k", and labelled in plain words: point k's weights, evaluated on the last batch, no lower, so
+    SciPy says 'converged'. ``all_data_losses`` (optional) are
     the two runs' final losses on all the data, written in each panel's bold title, so the figure ties
     to the judge's numbers. Both panels shade each iteration's evaluations the same way
     (iteration 1 from the start to its accepted point; each next one from the evaluation after an
     accepted point to the next accepted point: one line search), named "iteration k" (the number alone
-    where an iteration is narrower than 3 evaluations).
+    where an iteration is narrower than 3 evaluations), a wide one named at its left edge, every band's edges drawn.
     The y-axis says the points are losses on the batch read, not on all the data.
 
     >>> fig = held_vs_leaky([133.0, 430.0, 3.6, 0.1], [3, 4], [133.0, 258.0, 2.0, 8.1], [3, 4])
@@ -82,10 +83,14 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
 
     held_path, leaky_path = path_of(values, held_accepted), path_of(seen, leaky_accepted)
     columns, leaky_columns = np.arange(1, len(values) + 1), np.arange(1, len(seen) + 1)
+    held_path[0] = leaky_path[0] = False  # evaluation 1 is the start, drawn as a diamond, not an accepted point
+    top.semilogy(columns[:1], values[:1], "D", color=COLORS[0], ms=7)
+    bottom.semilogy(leaky_columns[:1], seen[:1], "D", color=COLORS[1], ms=7)
     top.semilogy(columns[held_path], values[held_path], "o", color=COLORS[0], ms=6)   # not joined, as below
-    top.semilogy(columns[~held_path], values[~held_path], "x", color=COLORS[0], ms=7, mew=1.5, alpha=0.5)
+    held_rejected = ~path_of(values, held_accepted)
+    top.semilogy(columns[held_rejected], values[held_rejected], "x", color=COLORS[0], ms=7, mew=1.5, alpha=0.5)
 
-    accepted = np.flatnonzero(leaky_path)
+    accepted = np.flatnonzero(path_of(seen, leaky_accepted))  # the start counts here: a run's first point
     rose = len(accepted) >= 2 and accepted[-1] == len(seen) - 1 and seen[accepted[-1]] >= seen[accepted[-2]]
     same = (rose and leaky_points is not None  # the last "step" kept the weights: SciPy's stop, not a step
             and np.array_equal(np.asarray(leaky_points[accepted[-1]]), np.asarray(leaky_points[accepted[-2]])))
@@ -94,7 +99,8 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         dots[-1] = False
         bottom.semilogy(leaky_columns[-1:], seen[-1:], "s", color=COLORS[1], mfc="white", mew=2, ms=9, zorder=5)
     bottom.semilogy(leaky_columns[dots], seen[dots], "o", color=COLORS[1], ms=6)   # not joined: other batches
-    bottom.semilogy(leaky_columns[~leaky_path], seen[~leaky_path], "x", color=COLORS[1], ms=7, mew=1.5, alpha=0.5)
+    rejected = ~path_of(seen, leaky_accepted)
+    bottom.semilogy(leaky_columns[rejected], seen[rejected], "x", color=COLORS[1], ms=7, mew=1.5, alpha=0.5)
     for k, loss in zip(leaky_columns, seen):
         bottom.annotate(f"batch {k}", (k, loss), textcoords="offset points", xytext=(0, 9), ha="center",
                         fontsize=8, color="0.35")
@@ -106,10 +112,14 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
         ends = [0, *(int(i) for i in accepted_at)] + ([count] if not accepted_at or int(accepted_at[-1]) < count else [])
         ends = ends if count > 1 else []
         for number, (first, last) in enumerate(zip(ends, ends[1:]), start=1):
-            ax.axvspan(first + 0.5, last + 0.5, color="0.5" if number % 2 else "0.75", alpha=0.12, lw=0, zorder=0)
-            name = f"iteration {number}" if last - first >= 3 else str(number)  # narrow: the number alone
-            ax.annotate(name, ((first + 1 + last) / 2, 0.97), xycoords=("data", "axes fraction"),
-                        ha="center", va="top", fontsize=9, color="0.3", fontstyle="italic")
+            grey = 0.5 if number % 2 else 0.75  # edges drawn: where each iteration starts and ends
+            ax.axvspan(first + 0.5, last + 0.5, fc=(grey, grey, grey, 0.12), ec=(0.5, 0.5, 0.5, 0.5), lw=0.8, zorder=0)
+            if last - first >= 3:  # wide: named at its left edge, where it starts
+                ax.annotate(f"iteration {number}", (first + 0.6, 0.97), xycoords=("data", "axes fraction"),
+                            ha="left", va="top", fontsize=9, color="0.3", fontstyle="italic")
+            else:  # narrow: the number alone, centred
+                ax.annotate(str(number), ((first + 1 + last) / 2, 0.97), xycoords=("data", "axes fraction"),
+                            ha="center", va="top", fontsize=9, color="0.3", fontstyle="italic")
 
     shade(top, list(held_accepted), len(values))
     shade(bottom, list(leaky_accepted), len(seen))
@@ -122,22 +132,29 @@ def held_vs_leaky(held: list[float], held_accepted: list[int], leaky: list[float
     stop = f"stops after {len(seen)}: 'converged'" if rose else f"stops after {len(seen)} evaluations"
     if same:  # the line search came back to the weights of the accepted point before, read on a new batch
         first, last_k = accepted[-2] + 1, len(seen)
-        stop = (f"back at evaluation {first}'s weights, re-read on batch {last_k}:\n"
-                f"no lower, so SciPy stops: 'converged'")
+        stop = f"batch {first}'s weights, evaluated on batch {last_k}:\nno lower, so SciPy stops: 'converged'"
+        below = seen[first - 1] / 2.5  # a dotted elbow under the points: from the square back to its weights
+        bottom.semilogy([first, first, last_k, last_k], [seen[first - 1], below, below, seen[-1]], ":",
+                        color=COLORS[1], lw=1.5)
+        bottom.annotate(f"same weights as {first}", ((first + last_k) / 2, below), textcoords="offset points",
+                        xytext=(0, -3), ha="center", va="top", fontsize=9, color=COLORS[1])
     low = int(np.argmin(seen))  # the lowest leaky loss: low because of its batch, not its step
     bottom.annotate("losses on different batches:\ncannot be compared", (low + 1, seen[low]), textcoords="offset points",
-                    xytext=(0, -14), ha="center", va="top", fontsize=9, color="0.2", fontstyle="italic")
+                    xytext=(0, -30), ha="center", va="top", fontsize=9, color="0.2", fontstyle="italic")
     bottom.annotate(stop, (len(seen), seen[-1]), textcoords="offset points", xytext=(10, 0), va="center",
                     fontsize=9, color=COLORS[1], fontweight="bold")
 
     def mark(ax: Any, style: str, color: str, **kw: Any) -> Any:
         return ax.plot([], [], style, color=color, **kw)[0]
 
-    top.legend([mark(top, "o", COLORS[0], ms=6), mark(top, "x", COLORS[0], ms=7, mew=1.5, alpha=0.5)],
-               ["accepted point (all on batch 1)", "rejected trial (same batch: normal)"], loc="center right",
+    top.legend([mark(top, "D", COLORS[0], ms=7), mark(top, "o", COLORS[0], ms=6),
+                mark(top, "x", COLORS[0], ms=7, mew=1.5, alpha=0.5)],
+               ["start (evaluation 1)", "accepted point (all on batch 1)", "rejected trial (too long a step: tried shorter)"],
+               loc="upper right", bbox_to_anchor=(1, 0.88),  # under the iteration labels, above the points
                fontsize=9)
-    handles = [mark(bottom, "o", COLORS[1], ms=6), mark(bottom, "x", COLORS[1], ms=7, mew=1.5, alpha=0.5)]
-    labels = ["accepted point (each on its own batch)", "rejected trial (a different batch each)"]
+    handles = [mark(bottom, "D", COLORS[1], ms=7), mark(bottom, "o", COLORS[1], ms=6),
+               mark(bottom, "x", COLORS[1], ms=7, mew=1.5, alpha=0.5)]
+    labels = ["start (evaluation 1)", "accepted point (each on its own batch)", "rejected trial (a different batch each)"]
     if same:
         handles.append(mark(bottom, "s", COLORS[1], mfc="white", mew=2, ms=9))
         labels.append("where SciPy stops")
