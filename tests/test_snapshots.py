@@ -914,11 +914,12 @@ def nb():
     # use_ema check to docs/snapshots.md: _from_docs runs them there, on the notebook's make_sync and make_soft_sync.
     scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "make_soft_sync",
                            "features", "labels", "moons", "rng", "x_labeled", "y_labeled", "x_unlabeled", "x_test",
-                           "y_test", "make_net", "cross_entropy", "accuracy", "train", "TeacherLearner")
+                           "y_test", "make_net", "cross_entropy", "accuracy", "batches", "TeacherLearner", "Record",
+                           "train")
     scope.pop("_", None)  # `x_unlabeled, _ = moons(...)`: a throwaway name, which the docs' loops reuse
     scope = _from_docs(scope)
     for name in ("ValueNet", "TargetLearner", "SoftLearner", "angles", "next_of", "states", "next_states", "rewards",
-                 "exact_values"):
+                 "exact_values", "train_loop"):
         assert name in scope, f"docs/snapshots.md no longer defines {name}"
     scope["make_models"] = lambda seed=0: _make_models(scope, seed)
     scope["value_errors"] = lambda *args, **kwargs: _value_errors(scope, *args, **kwargs)
@@ -2029,21 +2030,51 @@ def test_a_target_network_synced_in_a_callback_every_10_steps_takes_the_same_wei
 # ------------------------------------------------------ the notebook's mean teacher (main example since round 26's second pass)
 
 
-def test_the_notebooks_mean_teacher_lifts_test_accuracy(nb):
-    # The notebook prints "test accuracy, labels only: 0.86" and "test accuracy of the teacher, plain loop: 0.96 | fit
-    # (TeacherLearner): 0.96" (round 26's third pass dropped the wobble line: 0.0058 against 0.0040 meant nothing).
+def test_the_notebooks_batches_hold_the_labeled_points_and_64_shuffled_unlabeled_points_the_same_each_run(nb):
+    # The notebook prints "one batch: 6 labeled points and their labels, 64 unlabeled points"; train() builds the
+    # batches afresh, so a re-run (make replay runs every cell twice) trains on the same batches.
+    first, again = list(nb["batches"](20)), list(nb["batches"](20))
+    assert len(first) == 20
+    for ((xl, yl), xu), ((xl2, yl2), xu2) in zip(first, again):
+        assert np.array_equal(xl, nb["x_labeled"]) and np.array_equal(yl, nb["y_labeled"]) and xu.shape == (64, 2)
+        assert np.array_equal(xu, xu2)  # the same order each time it is built
+    seen = np.concatenate([xu for _, xu in first[:15]])  # 960 points: the first pass over the 1,000, no repeats
+    assert len(np.unique(seen, axis=0)) == 960 and not np.array_equal(seen[:64], nb["x_unlabeled"][:64])  # shuffled
+
+
+def test_the_notebooks_mean_teacher_lifts_test_accuracy_and_its_teacher_is_the_smoother_curve(nb):
+    # The notebook prints "test accuracy after 400 steps: labels only 0.86 | mean teacher: student 0.95, teacher 0.95"
+    # and "test accuracy's mean change per step: student 0.0029, teacher 0.0006" (round 27: fit on tf.data batches,
+    # a Callback recording both after every step; the figure draws the curves).
     assert sorted(np.bincount(nb["y_labeled"]).tolist()) == [3, 3]  # 3 labeled points per class
-    labels_only, _ = nb["train"](0.0)
-    student, teacher = nb["train"](10.0)
+    labels_only, alone = nb["train"](0.0)
+    learner, curves = nb["train"](10.0)
+    accuracy = nb["accuracy"]
+    assert accuracy(labels_only.student) < 0.9
+    assert accuracy(learner.student) > 0.93 and accuracy(learner.teacher) > 0.93
+    assert not learner.teacher.trainable_variables and learner.student.trainable_variables  # frozen: the sync moves it
+    assert [len(curves["student"]), len(curves["teacher"]), len(alone["student"])] == [400, 400, 400]  # every step
+    # recorded after the step's update and sync: the last points are the models as fit leaves them
+    assert curves["student"][-1] == accuracy(learner.student) and curves["teacher"][-1] == accuracy(learner.teacher)
+    change = {name: np.mean(np.abs(np.diff(curve[200:]))) for name, curve in curves.items()}
+    assert change["teacher"] < change["student"] / 2, change  # the teacher: the smoother curve
+    assert curves["teacher"][0] < curves["student"][0]  # ... and behind it at first (one soft sync from the start)
+
+
+def test_the_plain_loop_mean_teacher_lifts_test_accuracy(nb):
+    # docs/snapshots.md ("The notebook's mean teacher in `fit`"): the plain loop, the notebook's until round 27,
+    # every unlabeled point at every step: labels only 0.86, teacher 0.96.
+    labels_only, _ = nb["train_loop"](0.0)
+    student, teacher = nb["train_loop"](10.0)
     accuracy = nb["accuracy"]
     assert accuracy(labels_only) < 0.9 and accuracy(student) > 0.94 and accuracy(teacher) > 0.94
     assert not teacher.trainable_variables and student.trainable_variables  # frozen: only the sync moves it
 
 
 def test_the_notebooks_mean_teacher_in_fit_learns_as_its_loop_does(nb):
-    # The notebook's TeacherLearner (in the notebook since round 26's third pass): the loop's step as a train_step,
-    # run by fit on tf.data batches, ends where the loop ends.
-    _, loop_teacher = nb["train"](10.0)
+    # The notebook's TeacherLearner, run by fit on the loop's full batch 400 times, ends where docs/snapshots.md's
+    # plain loop ends.
+    _, loop_teacher = nb["train_loop"](10.0)
     keras.utils.set_random_seed(1)
     learner = nb["TeacherLearner"](nb["make_net"](), nb["make_net"]())
     assert not learner.teacher.trainable_variables
