@@ -921,6 +921,15 @@ def test_snapshot_teacher_curves_draws_the_student_thin_the_teacher_thick_and_th
         plots.snapshot_teacher_curves(student, teacher[:3])
     with pytest.raises(ValueError, match="teacher must be a non-empty 1-D"):
         plots.snapshot_teacher_curves(student, np.zeros((2, 2)))
+    # round 27, second pass: tau shades the first 1/tau steps and says why the teacher lags there
+    shaded = plots.snapshot_teacher_curves(student * 10, teacher * 10, tau=0.25).axes[0]
+    (band,) = shaded.patches
+    assert np.allclose([band.get_x(), band.get_x() + band.get_width()], [0.0, 4.0])  # steps 0 to 1/tau
+    (note,) = shaded.texts
+    assert "1/τ = 4 steps" in note.get_text() and "τ = 0.25 of the way per step" in note.get_text()
+    assert not plots.snapshot_teacher_curves(student, teacher).axes[0].patches  # no tau: no band
+    with pytest.raises(ValueError, match="tau must be in"):
+        plots.snapshot_teacher_curves(student, teacher, tau=0.0)
 
 
 def test_snapshot_teacher_step_draws_evaluate_update_and_sync_with_the_teachers_label_dashed():
@@ -933,9 +942,16 @@ def test_snapshot_teacher_step_draws_evaluate_update_and_sync_with_the_teachers_
     assert {"student\n(trained)", "teacher\n(frozen)"} <= set(texts)
     arrows = [a for a in ax.texts if type(a).__name__ == "Annotation"]
     assert len(arrows) == 6  # batch → student, batch → teacher, student → loss, teacher → loss, update, sync
-    dashed = [a for a in arrows if a.arrow_patch.get_linestyle() != "-"]
+    dashed = [a for a in arrows if a.arrow_patch.get_linestyle() == "--"]
     assert len(dashed) == 1  # only the teacher's label: no gradient back through it
     (x0, y0), (x1, y1) = dashed[0].xyann, dashed[0].xy
     assert y0 < y1 and x0 < x1  # from the teacher (below) up to the loss
     sync = [a for a in arrows if a.xyann[0] == a.xy[0]]  # the one vertical arrow: student above, teacher below
     assert len(sync) == 1 and sync[0].xyann[1] > sync[0].xy[1]
+    # round 27, second pass: the sync is a weight copy, not data: the one dotted arrow, labelled "weights"
+    assert [a for a in arrows if a.arrow_patch.get_linestyle() == ":"] == sync and "weights" in texts
+    assert sum(a.arrow_patch.get_linestyle() == "-" for a in arrows) == 4  # the rest: data and the update
+    # the step numbers in reading order: 1 at the top left, 2 at the top right, 3 on the sync arrow
+    place = {t.get_text()[:2]: t.get_position() for t in ax.texts if t.get_text()[:2] in ("1.", "2.", "3.")}
+    assert place["1."][0] < place["2."][0] and place["1."][1] > place["3."][1] < place["2."][1]
+    assert abs(place["3."][0] - sync[0].xy[0]) < 0.5 and sync[0].xy[1] < place["3."][1] < sync[0].xyann[1]

@@ -363,10 +363,12 @@ def snapshot_mean_teacher(predict: dict[str, Any], x_labeled: Any, y_labeled: An
     return fig
 
 
-def snapshot_teacher_curves(student: Any, teacher: Any, *, labels_only: Any = None) -> Any:
+def snapshot_teacher_curves(student: Any, teacher: Any, *, labels_only: Any = None, tau: float | None = None) -> Any:
     """Test accuracy after each training step of a mean teacher: the student (thin), the teacher (thick) and,
     if given, the same model trained on the labels only (grey). Made for notebook 05: the teacher, a soft copy
-    of the student, draws the student's curve smoothed and a few steps behind.
+    of the student, draws the student's curve smoothed and a few steps behind. ``tau`` (the soft sync's rate), if
+    given, shades the first 1/τ steps and says why the teacher starts low there: it starts as the student's random
+    start and moves τ of the way per step, so it lags about 1/τ steps.
 
     >>> fig = snapshot_teacher_curves([0.5, 0.9, 0.8], [0.5, 0.7, 0.8], labels_only=[0.5, 0.8, 0.8])
     >>> [line.get_label() for line in fig.axes[0].get_lines()]
@@ -386,11 +388,19 @@ def snapshot_teacher_curves(student: Any, teacher: Any, *, labels_only: Any = No
         ax.plot(np.arange(1, curve.size + 1), curve, label=name, **style[name])
     low = min(float(curve.min()) for curve in runs.values())
     ax.set_ylim(min(0.5, low - 0.02), 1.0)
+    if tau is not None:
+        if not 0 < tau <= 1:
+            raise ValueError(f"tau must be in (0, 1], got {tau!r}")
+        ax.axvspan(0, 1 / tau, color=COLORS[3], alpha=0.12, lw=0)
+        ax.text(1 / tau + 4, min(0.5, low - 0.02) + 0.06,
+                f"shaded, the first 1/τ = {1 / tau:.0f} steps: the teacher starts as the student's random start\n"
+                f"and moves τ = {tau:g} of the way per step, so it lags about {1 / tau:.0f} steps",
+                ha="left", va="bottom", fontsize=9.5, color="#333333")
     ax.set_xlim(0, curve.size + 1)
     ax.set_xlabel("training step")
     ax.set_ylabel("test accuracy")
     ax.set_title("Test accuracy after each step: the teacher is the student smoothed, a few steps behind")
-    ax.legend(loc="lower right")
+    ax.legend(loc="center right")  # the lower left holds the note on 1/τ
     fig.tight_layout()
     return fig
 
@@ -399,8 +409,9 @@ def snapshot_teacher_step() -> Any:
     """The data flow of one mean-teacher step, in its three numbered parts: (1) the batch goes through the
     student and the frozen teacher into one loss, the teacher's output behind ``tf.stop_gradient`` (a label:
     dashed, no gradient flows back through it); (2) ``tape.gradient`` and ``apply_gradients`` move the student
-    only; (3) the soft sync moves the teacher τ of the way toward the student. Made for notebook 05's
-    ``TeacherLearner``.
+    only; (3) the soft sync moves the teacher τ of the way toward the student: a copy of weights, not data, so
+    its arrow is dotted and labelled "weights". The step numbers sit along the flow in reading order (1 at the top
+    left, 2 at the top right, 3 on the sync arrow). Made for notebook 05's ``TeacherLearner``.
 
     >>> fig = snapshot_teacher_step()
     >>> sorted(t.get_text().splitlines()[0] for t in fig.axes[0].texts if t.get_text()[:2] in ("1.", "2.", "3."))
@@ -418,8 +429,8 @@ def snapshot_teacher_step() -> Any:
                 bbox={"boxstyle": "round,pad=0.5", "fc": colour, "alpha": 0.35 if colour != "#eeeeee" else 1.0,
                       "ec": "black"})
 
-    def arrow(start, end, dashed=False, bend=0.0, color="black"):
-        ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "lw": 1.6, "ls": "--" if dashed else "-",
+    def arrow(start, end, ls="-", bend=0.0, color="black"):
+        ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "lw": 1.6, "ls": ls,
                                                           "connectionstyle": f"arc3,rad={bend}", "color": color})
 
     def note(x, y, text, color="#333333", bold=False, ha="center"):
@@ -432,14 +443,15 @@ def snapshot_teacher_step() -> Any:
     note(1.45, 0.45, "unlabeled x\n+ another shift")
     arrow((4.05, 2.5), (6.4, 1.8))
     note(5.35, 2.45, "guess")
-    arrow((4.05, 0.5), (6.4, 1.2), dashed=True)  # a label: no gradient back through it
+    arrow((4.05, 0.5), (6.4, 1.2), ls="--")  # a label: no gradient back through it
     note(5.3, 0.4, "label: tf.stop_gradient\n(no gradient back)")
-    note(7.5, 0.6, "1. evaluate\nthe batch, through both", bold=True)
+    note(1.2, 3.3, "1. evaluate\nthe batch, through both", bold=True)
     arrow((7.5, 2.05), (4.05, 2.85), bend=0.3, color=COLORS[0])
     note(7.1, 3.3, "2. update the student\ntape.gradient → apply_gradients", color=COLORS[0], bold=True)
-    arrow((3.4, 2.2), (3.4, 0.8), color=COLORS[3])
-    note(3.55, 1.5, "3. soft sync, after the update\nteacher ← τ·student + (1 − τ)·teacher", color=COLORS[3],
-         bold=True, ha="left")
+    arrow((3.4, 2.2), (3.4, 0.8), ls=":", color=COLORS[3])  # a weight copy, not data: dotted
+    note(3.3, 1.5, "weights", color=COLORS[3], ha="right")
+    note(3.55, 1.62, "3. soft sync, after the update", color=COLORS[3], bold=True, ha="left")
+    note(3.55, 1.3, "teacher ← τ·student + (1 − τ)·teacher", color=COLORS[3], ha="left")
     ax.set_xlim(-0.8, 9.0)
     ax.set_ylim(0.0, 3.6)
     ax.axis("off")
