@@ -930,6 +930,13 @@ def test_snapshot_teacher_curves_draws_the_student_thin_the_teacher_thick_and_th
     assert not plots.snapshot_teacher_curves(student, teacher).axes[0].patches  # no tau: no band
     with pytest.raises(ValueError, match="tau must be in"):
         plots.snapshot_teacher_curves(student, teacher, tau=0.0)
+    # round 27, third pass: one point per fit epoch of `every` steps, point k at step k·every
+    sparse = plots.snapshot_teacher_curves(student, teacher, labels_only=alone, every=5).axes[0]
+    assert all(list(line.get_xdata()) == [5, 10, 15, 20] for line in sparse.get_lines())
+    assert sparse.get_xlim()[1] >= 20 and "every 5 steps" in sparse.get_title()
+    assert "after each step" in ax.get_title()
+    with pytest.raises(ValueError, match="every must be a positive int"):
+        plots.snapshot_teacher_curves(student, teacher, every=0)
 
 
 def test_snapshot_teacher_step_draws_evaluate_update_and_sync_with_the_teachers_label_dashed():
@@ -940,6 +947,11 @@ def test_snapshot_teacher_step_draws_evaluate_update_and_sync_with_the_teachers_
     assert sorted(steps) == ["1. evaluate", "2. update the student", "3. soft sync, after the update"]
     assert "teacher ← τ·student + (1 − τ)·teacher" in "\n".join(texts)  # the soft sync's rule, as make_soft_sync
     assert {"student\n(trained)", "teacher\n(frozen)"} <= set(texts)
+    # round 27, third pass: the teacher's output is the student's target; only the unlabeled points are shifted;
+    # the loss box says what the code computes (the mean of squared gaps between class probabilities)
+    assert "target: tf.stop_gradient\n(no gradient back)" in texts and "labeled x as they are;" in "\n".join(texts)
+    assert "mean of\n(target − prediction)²" in "\n".join(texts)
+    assert not any(t.startswith("label:") or "guess" in t for t in texts)  # one word for the teacher's output
     arrows = [a for a in ax.texts if type(a).__name__ == "Annotation"]
     assert len(arrows) == 6  # batch → student, batch → teacher, student → loss, teacher → loss, update, sync
     dashed = [a for a in arrows if a.arrow_patch.get_linestyle() == "--"]
