@@ -928,6 +928,12 @@ def test_snapshot_teacher_curves_draws_the_student_thin_the_teacher_thick_and_th
     (note,) = shaded.texts
     assert "1/τ = 4 steps" in note.get_text() and "τ = 0.25 of the way per step" in note.get_text()
     assert not plots.snapshot_teacher_curves(student, teacher).axes[0].patches  # no tau: no band
+    # round 27, fourth pass: ramp_steps says the consistency weight ramps up over the shaded steps too
+    assert "ramps up" not in note.get_text()
+    (ramped,) = plots.snapshot_teacher_curves(student * 10, teacher * 10, tau=0.25, ramp_steps=4).axes[0].texts
+    assert ramped.get_text().endswith("the consistency weight ramps up from 0 over the same 4 steps")
+    (other,) = plots.snapshot_teacher_curves(student * 10, teacher * 10, tau=0.25, ramp_steps=6).axes[0].texts
+    assert other.get_text().endswith("ramps up from 0 over the first 6 steps")
     with pytest.raises(ValueError, match="tau must be in"):
         plots.snapshot_teacher_curves(student, teacher, tau=0.0)
     # round 27, third pass: one point per fit epoch of `every` steps, point k at step k·every

@@ -914,9 +914,10 @@ def nb():
     # use_ema check to docs/snapshots.md: _from_docs runs them there, on the notebook's make_sync and make_soft_sync.
     scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "make_soft_sync",
                            "features", "labels", "moons", "rng", "x_labeled", "y_labeled", "x_unlabeled", "x_test",
-                           "y_test", "make_net", "cross_entropy", "batches", "TeacherLearner", "train")
+                           "y_test", "make_net", "cross_entropy", "batches", "TeacherLearner", "ScoredLearner",
+                           "train")
     scope.pop("_", None)  # `x_unlabeled, _ = moons(...)`: a throwaway name, which the docs' loops reuse
-    # round 27, third pass: the notebook reads test accuracy from fit's History (TeacherLearner.test_step); the
+    # round 27, third pass: the notebook reads test accuracy from fit's History (ScoredLearner.test_step); the
     # tests score a model on the notebook's test points directly
     scope["accuracy"] = lambda net: np.mean(np.argmax(net(scope["x_test"]).numpy(), axis=1) == scope["y_test"])
     scope = _from_docs(scope)
@@ -2046,7 +2047,7 @@ def test_the_notebooks_batches_hold_the_labeled_points_and_64_shuffled_unlabeled
 
 def test_the_notebooks_mean_teacher_lifts_test_accuracy_and_its_teacher_is_the_smoother_curve(nb):
     # The notebook prints "test accuracy after 400 steps: labels only 0.86 | mean teacher: student 0.9x, teacher 0.9x"
-    # from fit's History (round 27, third pass: TeacherLearner.test_step scores both models on validation_data after
+    # from fit's History (round 27, third pass; fourth pass: ScoredLearner.test_step scores both models on validation_data after
     # every "epoch" of 5 steps; the figure draws the History; the consistency weight ramps up over 20 steps).
     assert sorted(np.bincount(nb["y_labeled"]).tolist()) == [3, 3]  # 3 labeled points per class
     labels_only, alone = nb["train"](0.0)
@@ -2058,7 +2059,7 @@ def test_the_notebooks_mean_teacher_lifts_test_accuracy_and_its_teacher_is_the_s
     assert not learner.teacher.trainable_variables and learner.student.trainable_variables  # frozen: the sync moves it
     assert int(learner.optimizer.iterations) == 400  # 80 epochs of 5 steps: fit keeps one iterator over the batches
     assert [len(curves["val_student"]), len(curves["val_teacher"]), len(alone["val_student"])] == [80, 80, 80]
-    # test_step's metrics: the accuracy on all 2,000 test points of the models as fit leaves them
+    # test_step's scores: the accuracy on all 2,000 test points of the models as fit leaves them
     assert abs(curves["val_student"][-1] - accuracy(learner.student)) < 1e-6
     assert abs(curves["val_teacher"][-1] - accuracy(learner.teacher)) < 1e-6
     assert abs(alone["val_student"][-1] - accuracy(labels_only.student)) < 1e-6

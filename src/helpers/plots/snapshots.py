@@ -364,12 +364,13 @@ def snapshot_mean_teacher(predict: dict[str, Any], x_labeled: Any, y_labeled: An
 
 
 def snapshot_teacher_curves(student: Any, teacher: Any, *, labels_only: Any = None, tau: float | None = None,
-                            every: int = 1) -> Any:
+                            every: int = 1, ramp_steps: int | None = None) -> Any:
     """Test accuracy after each training step of a mean teacher: the student (thin), the teacher (thick) and,
     if given, the same model trained on the labels only (grey). Made for notebook 05: the teacher, a soft copy
     of the student, draws the student's curve smoothed and a few steps behind. ``tau`` (the soft sync's rate), if
     given, shades the first 1/τ steps and says why the teacher starts low there: it starts as the student's random
-    start and moves τ of the way per step, so it lags about 1/τ steps. ``every``: the steps between two points (a
+    start and moves τ of the way per step, so it lags about 1/τ steps; ``ramp_steps`` (with ``tau``), if given, adds
+    that the consistency weight ramps up from 0 over those first steps too. ``every``: the steps between two points (a
     ``fit`` History with ``steps_per_epoch=every`` has one point per epoch); point k is drawn at step k·every.
 
     >>> fig = snapshot_teacher_curves([0.5, 0.9, 0.8], [0.5, 0.7, 0.8], labels_only=[0.5, 0.8, 0.8])
@@ -398,7 +399,10 @@ def snapshot_teacher_curves(student: Any, teacher: Any, *, labels_only: Any = No
         ax.axvspan(0, 1 / tau, color=COLORS[3], alpha=0.12, lw=0)
         ax.text(1 / tau + 4, min(0.5, low - 0.02) + 0.06,
                 f"shaded, the first 1/τ = {1 / tau:.0f} steps: the teacher starts as the student's random start\n"
-                f"and moves τ = {tau:g} of the way per step, so it lags about {1 / tau:.0f} steps",
+                f"and moves τ = {tau:g} of the way per step, so it lags about {1 / tau:.0f} steps"
+                + ("" if ramp_steps is None else
+                   f";\nthe consistency weight ramps up from 0 over the "
+                   f"{'same ' if ramp_steps == round(1 / tau) else 'first '}{ramp_steps} steps"),
                 ha="left", va="bottom", fontsize=9.5, color="#333333")
     ax.set_xlim(0, every * curve.size + 1)
     ax.set_xlabel("training step")
