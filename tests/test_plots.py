@@ -973,3 +973,78 @@ def test_snapshot_mean_teacher_shades_each_models_classes_and_marks_the_labeled_
         plots.snapshot_mean_teacher({"a": below}, x_labeled, y_labeled[:1], x_unlabeled)
     with pytest.raises(ValueError, match="x_unlabeled"):
         plots.snapshot_mean_teacher({"a": below}, x_labeled, y_labeled, np.zeros((3, 3)))
+
+
+def test_snapshot_teacher_curves_draws_the_student_thin_the_teacher_thick_and_the_labels_only_run_grey():
+    import numpy as np
+    import pytest
+
+    student, teacher, alone = [0.4, 0.9, 0.8, 0.95], [0.4, 0.6, 0.75, 0.85], [0.4, 0.8, 0.8, 0.8]
+    ax = plots.snapshot_teacher_curves(student, teacher, labels_only=alone).axes[0]
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["labels only", "student (trained)",
+                                                    "teacher (soft copy of the student)"]
+    for line, curve in zip(lines, (alone, student, teacher)):  # one point per step, steps 1, 2, ...
+        assert list(line.get_xdata()) == [1, 2, 3, 4] and list(line.get_ydata()) == curve
+    assert lines[2].get_linewidth() > 2 * lines[1].get_linewidth()  # the teacher stands out
+    assert lines[0].get_color() == "0.55"  # grey: the baseline
+    assert ax.get_ylim()[0] <= 0.38 and ax.get_ylim()[1] == 1.0  # every point visible (lowest 0.4)
+    assert ax.get_xlabel() == "training step" and ax.get_ylabel() == "test accuracy"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [line.get_label() for line in lines]
+    assert len(plots.snapshot_teacher_curves(student, teacher).axes[0].get_lines()) == 2  # no baseline given
+    with pytest.raises(ValueError, match="one value per step"):
+        plots.snapshot_teacher_curves(student, teacher[:3])
+    with pytest.raises(ValueError, match="teacher must be a non-empty 1-D"):
+        plots.snapshot_teacher_curves(student, np.zeros((2, 2)))
+    # round 27, second pass: tau shades the first 1/tau steps and says why the teacher lags there
+    shaded = plots.snapshot_teacher_curves(student * 10, teacher * 10, tau=0.25).axes[0]
+    (band,) = shaded.patches
+    assert np.allclose([band.get_x(), band.get_x() + band.get_width()], [0.0, 4.0])  # steps 0 to 1/tau
+    (note,) = shaded.texts
+    assert "1/τ = 4 steps" in note.get_text() and "τ = 0.25 of the way per step" in note.get_text()
+    assert not plots.snapshot_teacher_curves(student, teacher).axes[0].patches  # no tau: no band
+    # round 27, fourth pass: ramp_steps says the consistency weight ramps up over the shaded steps too
+    assert "ramps up" not in note.get_text()
+    (ramped,) = plots.snapshot_teacher_curves(student * 10, teacher * 10, tau=0.25, ramp_steps=4).axes[0].texts
+    assert ramped.get_text().endswith("the consistency weight ramps up from 0 over the same 4 steps")
+    (other,) = plots.snapshot_teacher_curves(student * 10, teacher * 10, tau=0.25, ramp_steps=6).axes[0].texts
+    assert other.get_text().endswith("ramps up from 0 over the first 6 steps")
+    with pytest.raises(ValueError, match="tau must be in"):
+        plots.snapshot_teacher_curves(student, teacher, tau=0.0)
+    # round 27, third pass: one point per fit epoch of `every` steps, point k at step k·every
+    sparse = plots.snapshot_teacher_curves(student, teacher, labels_only=alone, every=5).axes[0]
+    assert all(list(line.get_xdata()) == [5, 10, 15, 20] for line in sparse.get_lines())
+    assert sparse.get_xlim()[1] >= 20 and "every 5 steps" in sparse.get_title()
+    assert "after each step" in ax.get_title()
+    with pytest.raises(ValueError, match="every must be a positive int"):
+        plots.snapshot_teacher_curves(student, teacher, every=0)
+
+
+def test_snapshot_teacher_step_draws_evaluate_update_and_sync_with_the_teachers_label_dashed():
+    fig = plots.snapshot_teacher_step()
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    steps = [t.splitlines()[0] for t in texts if t[:2] in ("1.", "2.", "3.")]
+    assert sorted(steps) == ["1. evaluate", "2. update the student", "3. soft sync, after the update"]
+    assert "teacher ← τ·student + (1 − τ)·teacher" in "\n".join(texts)  # the soft sync's rule, as make_soft_sync
+    assert {"student\n(trained)", "teacher\n(frozen)"} <= set(texts)
+    # round 27, third pass: the teacher's output is the student's target; only the unlabeled points are shifted;
+    # the loss box says what the code computes (the mean of squared gaps between class probabilities)
+    assert "target: tf.stop_gradient\n(no gradient back)" in texts and "labeled x as they are;" in "\n".join(texts)
+    assert "mean of\n(target − prediction)²" in "\n".join(texts)
+    assert not any(t.startswith("label:") or "guess" in t for t in texts)  # one word for the teacher's output
+    arrows = [a for a in ax.texts if type(a).__name__ == "Annotation"]
+    assert len(arrows) == 6  # batch → student, batch → teacher, student → loss, teacher → loss, update, sync
+    dashed = [a for a in arrows if a.arrow_patch.get_linestyle() == "--"]
+    assert len(dashed) == 1  # only the teacher's label: no gradient back through it
+    (x0, y0), (x1, y1) = dashed[0].xyann, dashed[0].xy
+    assert y0 < y1 and x0 < x1  # from the teacher (below) up to the loss
+    sync = [a for a in arrows if a.xyann[0] == a.xy[0]]  # the one vertical arrow: student above, teacher below
+    assert len(sync) == 1 and sync[0].xyann[1] > sync[0].xy[1]
+    # round 27, second pass: the sync is a weight copy, not data: the one dotted arrow, labelled "weights"
+    assert [a for a in arrows if a.arrow_patch.get_linestyle() == ":"] == sync and "weights" in texts
+    assert sum(a.arrow_patch.get_linestyle() == "-" for a in arrows) == 4  # the rest: data and the update
+    # the step numbers in reading order: 1 at the top left, 2 at the top right, 3 on the sync arrow
+    place = {t.get_text()[:2]: t.get_position() for t in ax.texts if t.get_text()[:2] in ("1.", "2.", "3.")}
+    assert place["1."][0] < place["2."][0] and place["1."][1] > place["3."][1] < place["2."][1]
+    assert abs(place["3."][0] - sync[0].xy[0]) < 0.5 and sync[0].xy[1] < place["3."][1] < sync[0].xyann[1]

@@ -914,11 +914,15 @@ def nb():
     # use_ema check to docs/snapshots.md: _from_docs runs them there, on the notebook's make_sync and make_soft_sync.
     scope = _from_notebook("make_b", "make_sync", "check_copy", "WithPastB", "mse", "LAMBDA", "make_soft_sync",
                            "features", "labels", "moons", "rng", "x_labeled", "y_labeled", "x_unlabeled", "x_test",
-                           "y_test", "make_net", "cross_entropy", "accuracy", "train", "TeacherLearner")
+                           "y_test", "make_net", "cross_entropy", "batches", "TeacherLearner", "ScoredLearner",
+                           "train")
     scope.pop("_", None)  # `x_unlabeled, _ = moons(...)`: a throwaway name, which the docs' loops reuse
+    # round 27, third pass: the notebook reads test accuracy from fit's History (ScoredLearner.test_step); the
+    # tests score a model on the notebook's test points directly
+    scope["accuracy"] = lambda net: np.mean(np.argmax(net(scope["x_test"]).numpy(), axis=1) == scope["y_test"])
     scope = _from_docs(scope)
     for name in ("ValueNet", "TargetLearner", "SoftLearner", "angles", "next_of", "states", "next_states", "rewards",
-                 "exact_values"):
+                 "exact_values", "train_loop"):
         assert name in scope, f"docs/snapshots.md no longer defines {name}"
     scope["make_models"] = lambda seed=0: _make_models(scope, seed)
     scope["value_errors"] = lambda *args, **kwargs: _value_errors(scope, *args, **kwargs)
@@ -2029,23 +2033,74 @@ def test_a_target_network_synced_in_a_callback_every_10_steps_takes_the_same_wei
 # ------------------------------------------------------ the notebook's mean teacher (main example since round 26's second pass)
 
 
-def test_the_notebooks_mean_teacher_lifts_test_accuracy(nb):
-    # The notebook prints "test accuracy, labels only: 0.86" and "test accuracy of the teacher, plain loop: 0.96 | fit
-    # (TeacherLearner): 0.96" (round 26's third pass dropped the wobble line: 0.0058 against 0.0040 meant nothing).
+def test_the_notebooks_batches_hold_the_labeled_points_and_64_shuffled_unlabeled_points_the_same_each_run(nb):
+    # The notebook prints "one batch: 6 labeled points and their labels, 64 unlabeled points"; train() builds the
+    # batches afresh, so a re-run (make replay runs every cell twice) trains on the same batches.
+    first, again = list(nb["batches"](20)), list(nb["batches"](20))
+    assert len(first) == 20
+    for ((xl, yl), xu), ((xl2, yl2), xu2) in zip(first, again):
+        assert np.array_equal(xl, nb["x_labeled"]) and np.array_equal(yl, nb["y_labeled"]) and xu.shape == (64, 2)
+        assert np.array_equal(xu, xu2)  # the same order each time it is built
+    seen = np.concatenate([xu for _, xu in first[:15]])  # 960 points: the first pass over the 1,000, no repeats
+    assert len(np.unique(seen, axis=0)) == 960 and not np.array_equal(seen[:64], nb["x_unlabeled"][:64])  # shuffled
+
+
+def test_the_notebooks_mean_teacher_lifts_test_accuracy_and_its_teacher_is_the_smoother_curve(nb):
+    # The notebook prints "test accuracy after 400 steps: labels only 0.86 | mean teacher: student 0.9x, teacher 0.9x"
+    # from fit's History (round 27, third pass; fourth pass: ScoredLearner.test_step scores both models on validation_data after
+    # every "epoch" of 5 steps; the figure draws the History; the consistency weight ramps up over 20 steps).
     assert sorted(np.bincount(nb["y_labeled"]).tolist()) == [3, 3]  # 3 labeled points per class
-    labels_only, _ = nb["train"](0.0)
-    student, teacher = nb["train"](10.0)
+    labels_only, alone = nb["train"](0.0)
+    learner, curves = nb["train"](10.0)
+    accuracy = nb["accuracy"]
+    assert accuracy(labels_only.student) < 0.9
+    assert accuracy(learner.student) > 0.92 and accuracy(learner.teacher) > 0.92
+    assert accuracy(learner.teacher) - accuracy(labels_only.student) > 0.05  # the lift over labels only
+    assert not learner.teacher.trainable_variables and learner.student.trainable_variables  # frozen: the sync moves it
+    assert int(learner.optimizer.iterations) == 400  # 80 epochs of 5 steps: fit keeps one iterator over the batches
+    assert [len(curves["val_student"]), len(curves["val_teacher"]), len(alone["val_student"])] == [80, 80, 80]
+    # test_step's scores: the accuracy on all 2,000 test points of the models as fit leaves them
+    assert abs(curves["val_student"][-1] - accuracy(learner.student)) < 1e-6
+    assert abs(curves["val_teacher"][-1] - accuracy(learner.teacher)) < 1e-6
+    assert abs(alone["val_student"][-1] - accuracy(labels_only.student)) < 1e-6
+    change = {name: np.mean(np.abs(np.diff(curve[40:]))) for name, curve in curves.items() if name.startswith("val")}
+    assert change["val_teacher"] < change["val_student"] / 2, change  # the teacher: the smoother curve
+    assert curves["val_teacher"][0] < curves["val_student"][0] - 0.1  # ... and behind it at first (its random start)
+
+
+def test_the_notebooks_consistency_weight_ramps_up_from_zero_over_ramp_steps(nb):
+    # TeacherLearner: weight × min(1, (step + 1) / ramp_steps). With an endless ramp the weight stays ~0 (the student
+    # trains as with weight 0); with ramp_steps=1 it is full from the first step (and the student ends elsewhere).
+    def student_after(steps=5, **kwargs):
+        keras.utils.set_random_seed(1)
+        learner = nb["TeacherLearner"](nb["make_net"](), nb["make_net"](), **kwargs)
+        learner.compile(optimizer=keras.optimizers.Adam(0.01))
+        learner.fit(nb["batches"](steps), verbose=0)
+        return [v.numpy() for v in learner.student.variables]
+
+    labels_only = student_after(weight=0.0)
+    endless = student_after(weight=10.0, ramp_steps=10**9)
+    full = student_after(weight=10.0, ramp_steps=1)
+    assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(labels_only, endless))
+    assert max(np.abs(a - b).max() for a, b in zip(labels_only, full)) > 1e-3
+
+
+def test_the_plain_loop_mean_teacher_lifts_test_accuracy(nb):
+    # docs/snapshots.md ("The notebook's mean teacher in `fit`"): the plain loop, the notebook's until round 27,
+    # every unlabeled point at every step: labels only 0.86, teacher 0.96.
+    labels_only, _ = nb["train_loop"](0.0)
+    student, teacher = nb["train_loop"](10.0)
     accuracy = nb["accuracy"]
     assert accuracy(labels_only) < 0.9 and accuracy(student) > 0.94 and accuracy(teacher) > 0.94
     assert not teacher.trainable_variables and student.trainable_variables  # frozen: only the sync moves it
 
 
 def test_the_notebooks_mean_teacher_in_fit_learns_as_its_loop_does(nb):
-    # The notebook's TeacherLearner (in the notebook since round 26's third pass): the loop's step as a train_step,
-    # run by fit on tf.data batches, ends where the loop ends.
-    _, loop_teacher = nb["train"](10.0)
+    # The notebook's TeacherLearner, run by fit on the loop's full batch 400 times, ends where docs/snapshots.md's
+    # plain loop ends.
+    _, loop_teacher = nb["train_loop"](10.0)
     keras.utils.set_random_seed(1)
-    learner = nb["TeacherLearner"](nb["make_net"](), nb["make_net"]())
+    learner = nb["TeacherLearner"](nb["make_net"](), nb["make_net"](), ramp_steps=1)  # the loop has no ramp-up
     assert not learner.teacher.trainable_variables
     learner.compile(optimizer=keras.optimizers.Adam(0.01))
     data = tf.data.Dataset.from_tensors(((nb["x_labeled"], nb["y_labeled"]), nb["x_unlabeled"])).repeat(400)

@@ -572,7 +572,7 @@ def test_05_fit_reports_what_a_custom_train_step_puts_in_a_listed_metric_and_use
     raw.compile(optimizer=keras.optimizers.SGD(0.01))
     reported = raw.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0).history["loss"][0]
     assert reported == 0.0, lesson(
-        NB05, "The source question: a copy one update behind",
+        NB05, "Worked example 2, the source question: past B one update behind",
         "a custom train_step's raw {'loss': loss} is reported as the compiled loss tracker's 0.0, so WithPastB "
         f"returns its loss as 'step_loss' (now fit reports {reported} for 'loss')")
     model = _bn_model_05()
@@ -646,7 +646,7 @@ def test_05_a_default_tape_watches_a_frozen_models_variables():
         out = tf.reduce_sum(model(x, training=False))
     grads = tape.gradient(out, model.variables)
     assert sum(g is not None for g in grads) == 6 and model.trainable_variables == [], lesson(
-        NB05, "The source question: a copy one update behind", "model.trainable = False does not stop a default GradientTape from computing "
+        NB05, "Worked example 2, the source question: past B one update behind", "model.trainable = False does not stop a default GradientTape from computing "
         "gradients for the model's weights (6 of 8 variables of a Dense-BatchNorm-Dense net)")
 
 

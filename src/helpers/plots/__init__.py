@@ -12,10 +12,11 @@ from helpers.plots.batching import ptb_grid, reading_losses, series_groups, step
 from helpers.plots.validation import (epoch_ends_and_passes, keep_best_curve, reported_losses, validation_curve,
                                       validation_losses, validation_passes)
 from helpers.plots.snapshots import (snapshot_labels, snapshot_lag, snapshot_mean_teacher, snapshot_ring,
-                                     snapshot_step_order, snapshot_targets)
+                                     snapshot_step_order, snapshot_targets, snapshot_teacher_curves,
+                                     snapshot_teacher_step)
 
 __all__ = ["COLORS", "apply_style", "new_figure", "held_vs_leaky", "accumulation_memory",
            "accumulation_windows", "ptb_grid", "reading_losses", "series_groups", "step_predictions",
            "epoch_ends_and_passes", "keep_best_curve", "reported_losses", "validation_curve", "validation_losses",
            "validation_passes", "snapshot_labels", "snapshot_lag", "snapshot_mean_teacher", "snapshot_ring",
-           "snapshot_step_order", "snapshot_targets"]
+           "snapshot_step_order", "snapshot_targets", "snapshot_teacher_curves", "snapshot_teacher_step"]

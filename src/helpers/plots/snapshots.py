@@ -9,7 +9,7 @@ import numpy as np
 from helpers.plots._style import COLORS, new_figure
 
 __all__ = ["snapshot_labels", "snapshot_lag", "snapshot_mean_teacher", "snapshot_ring", "snapshot_step_order",
-           "snapshot_targets"]
+           "snapshot_targets", "snapshot_teacher_curves", "snapshot_teacher_step"]
 
 
 def snapshot_lag(curves: dict[str, Any], *, every: int | None = None, level: tuple[float, str] | None = None,
@@ -360,4 +360,110 @@ def snapshot_mean_teacher(predict: dict[str, Any], x_labeled: Any, y_labeled: An
                Line2D([], [], ls="", marker="o", ms=4, color="0.45", alpha=0.5, label="unlabeled")]
     fig.legend(handles=handles, loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
+def snapshot_teacher_curves(student: Any, teacher: Any, *, labels_only: Any = None, tau: float | None = None,
+                            every: int = 1, ramp_steps: int | None = None) -> Any:
+    """Test accuracy after each training step of a mean teacher: the student (thin), the teacher (thick) and,
+    if given, the same model trained on the labels only (grey). Made for notebook 05: the teacher, a soft copy
+    of the student, draws the student's curve smoothed and a few steps behind. ``tau`` (the soft sync's rate), if
+    given, shades the first 1/τ steps and says why the teacher starts low there: it starts as the student's random
+    start and moves τ of the way per step, so it lags about 1/τ steps; ``ramp_steps`` (with ``tau``), if given, adds
+    that the consistency weight ramps up from 0 over those first steps too. ``every``: the steps between two points (a
+    ``fit`` History with ``steps_per_epoch=every`` has one point per epoch); point k is drawn at step k·every.
+
+    >>> fig = snapshot_teacher_curves([0.5, 0.9, 0.8], [0.5, 0.7, 0.8], labels_only=[0.5, 0.8, 0.8])
+    >>> [line.get_label() for line in fig.axes[0].get_lines()]
+    ['labels only', 'student (trained)', 'teacher (soft copy of the student)']
+    """
+    runs = {"labels only": labels_only, "student (trained)": student, "teacher (soft copy of the student)": teacher}
+    runs = {name: np.asarray(curve, dtype=float) for name, curve in runs.items() if curve is not None}
+    for name, curve in runs.items():
+        if curve.ndim != 1 or curve.size == 0:
+            raise ValueError(f"{name.split(' (')[0]} must be a non-empty 1-D sequence of accuracies, got shape {curve.shape}")
+    if len({curve.size for curve in runs.values()}) != 1:
+        raise ValueError(f"the curves must have one value per step each, got lengths {[c.size for c in runs.values()]}")
+    if not (isinstance(every, int) and every >= 1):
+        raise ValueError(f"every must be a positive int (steps between two points), got {every!r}")
+    fig, ax = new_figure(width=9.0, height=4.0)
+    style = {"labels only": dict(color="0.55", lw=1.5), "student (trained)": dict(color=COLORS[0], lw=0.9),
+             "teacher (soft copy of the student)": dict(color=COLORS[3], lw=2.6)}
+    for name, curve in runs.items():
+        ax.plot(every * np.arange(1, curve.size + 1), curve, label=name, **style[name])
+    low = min(float(curve.min()) for curve in runs.values())
+    ax.set_ylim(min(0.5, low - 0.02), 1.0)
+    if tau is not None:
+        if not 0 < tau <= 1:
+            raise ValueError(f"tau must be in (0, 1], got {tau!r}")
+        ax.axvspan(0, 1 / tau, color=COLORS[3], alpha=0.12, lw=0)
+        ax.text(1 / tau + 4, min(0.5, low - 0.02) + 0.06,
+                f"shaded, the first 1/τ = {1 / tau:.0f} steps: the teacher starts as the student's random start\n"
+                f"and moves τ = {tau:g} of the way per step, so it lags about {1 / tau:.0f} steps"
+                + ("" if ramp_steps is None else
+                   f";\nthe consistency weight ramps up from 0 over the "
+                   f"{'same ' if ramp_steps == round(1 / tau) else 'first '}{ramp_steps} steps"),
+                ha="left", va="bottom", fontsize=9.5, color="#333333")
+    ax.set_xlim(0, every * curve.size + 1)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("test accuracy")
+    when = "after each step" if every == 1 else f"every {every} steps"
+    ax.set_title(f"Test accuracy {when}: the teacher is the student smoothed, a few steps behind")
+    ax.legend(loc="center right")  # the lower left holds the note on 1/τ
+    fig.tight_layout()
+    return fig
+
+
+def snapshot_teacher_step() -> Any:
+    """The data flow of one mean-teacher step, in its three numbered parts: (1) the batch goes through the
+    student and the frozen teacher into one loss, the teacher's output behind ``tf.stop_gradient`` (the student's
+    target: dashed, no gradient flows back through it); only the unlabeled points are shifted; (2) ``tape.gradient`` and ``apply_gradients`` move the student
+    only; (3) the soft sync moves the teacher τ of the way toward the student: a copy of weights, not data, so
+    its arrow is dotted and labelled "weights". The step numbers sit along the flow in reading order (1 at the top
+    left, 2 at the top right, 3 on the sync arrow). Made for notebook 05's ``TeacherLearner``.
+
+    >>> fig = snapshot_teacher_step()
+    >>> sorted(t.get_text().splitlines()[0] for t in fig.axes[0].texts if t.get_text()[:2] in ("1.", "2.", "3."))
+    ['1. evaluate', '2. update the student', '3. soft sync, after the update']
+    """
+    fig, ax = new_figure(width=10.0, height=4.3)
+    boxes = {  # name: (x, y, text, colour)
+        "batch": (0.0, 1.5, "a batch\n6 labeled (x, y)\n64 unlabeled x", "#eeeeee"),
+        "student": (3.4, 2.6, "student\n(trained)", COLORS[0]),
+        "teacher": (3.4, 0.4, "teacher\n(frozen)", COLORS[3]),
+        "loss": (7.5, 1.5, "loss =\ncross-entropy on the labels\n+ weight × mean of\n(target − prediction)²", "#eeeeee"),
+    }
+    for x, y, text, colour in boxes.values():
+        ax.text(x, y, text, ha="center", va="center", fontsize=10, linespacing=1.3,
+                bbox={"boxstyle": "round,pad=0.5", "fc": colour, "alpha": 0.35 if colour != "#eeeeee" else 1.0,
+                      "ec": "black"})
+
+    def arrow(start, end, ls="-", bend=0.0, color="black"):
+        ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "lw": 1.6, "ls": ls,
+                                                          "connectionstyle": f"arc3,rad={bend}", "color": color})
+
+    def note(x, y, text, color="#333333", bold=False, ha="center"):
+        ax.text(x, y, text, ha=ha, va="center", fontsize=9.5 if bold else 8.5, color=color, linespacing=1.2,
+                fontweight="bold" if bold else "normal")
+
+    arrow((0.75, 1.8), (2.75, 2.55))  # the batch into the student
+    note(1.45, 2.55, "labeled x as they are;\nunlabeled x + a random shift")
+    arrow((0.75, 1.2), (2.75, 0.45))  # the unlabeled points into the teacher
+    note(1.45, 0.45, "unlabeled x\n+ another shift")
+    arrow((4.05, 2.5), (6.4, 1.8))
+    note(5.35, 2.45, "prediction\n(class probabilities)")
+    arrow((4.05, 0.5), (6.4, 1.2), ls="--")  # the target: no gradient back through it
+    note(5.3, 0.4, "target: tf.stop_gradient\n(no gradient back)")
+    note(1.2, 3.3, "1. evaluate\nthe batch, through both", bold=True)
+    arrow((7.5, 2.05), (4.05, 2.85), bend=0.3, color=COLORS[0])
+    note(7.1, 3.3, "2. update the student\ntape.gradient → apply_gradients", color=COLORS[0], bold=True)
+    arrow((3.4, 2.2), (3.4, 0.8), ls=":", color=COLORS[3])  # a weight copy, not data: dotted
+    note(3.3, 1.5, "weights", color=COLORS[3], ha="right")
+    note(3.55, 1.62, "3. soft sync, after the update", color=COLORS[3], bold=True, ha="left")
+    note(3.55, 1.3, "teacher ← τ·student + (1 − τ)·teacher", color=COLORS[3], ha="left")
+    ax.set_xlim(-0.8, 9.0)
+    ax.set_ylim(0.0, 3.6)
+    ax.axis("off")
+    ax.set_title("One mean-teacher step (TeacherLearner.train_step)", fontsize=12)
+    fig.tight_layout()
     return fig
