@@ -139,7 +139,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     large = steps * sizes[0]
     rows = [
         (f"fit, batches of {large}", [[sum(w)] for w in ours], "batch"),
-        (f"Accumulating,\nmicro-batches of {sizes[0]}", ours, "size"),
+        (f"Accumulating: fit's batches,\nin micro-batches of {sizes[0]}", ours, "size"),
         (f"Keras' built-in,\n{steps} micro-batches of {sizes[0]}", keras_applied, "equal"),
     ]
     ends = list(itertools.accumulate(sum(w) for w in ours))
