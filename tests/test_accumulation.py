@@ -1283,10 +1283,10 @@ def test_notebook_step_one_is_the_loop_and_step_two_is_it_plus_tagged_lines():
     # MinimalAccumulating, is the Now loop as train_step (the technique only); the next cell runs it through fit
     # eagerly and compiled, and prints two of the failures the tagged lines prevent (History's loss 0.0000; fit
     # stops). Step 2, Accumulating (one GPU, float32, (x, y) data), is self-contained (its own __init__ and
-    # get_config): step 1's lines, plus lines tagged (a) to (d) and (h), checked against plain fit in the cell right
-    # under it, then the list of what each tag is for. "If you need it": AccumulatingAll is Accumulating plus lines
-    # tagged (e) to (g) (each changed or added line carries one), its bullets right before it. No cell over 25 lines,
-    # no line over 105 characters in any class
+    # get_config): step 1's lines, plus lines tagged (a) to (e) (lettered in the order they first appear), checked
+    # against plain fit in the cell right under it, then a table of what each tag is for. "If you need it":
+    # AccumulatingAll is Accumulating plus lines tagged (f) to (h) (round 27, second pass: only the changed or added
+    # lines carry a tag), its table right before it. No cell over 25 lines, no line over 105 characters in any class
     import nbformat
 
     from tests.notebook_answers import ROOT
@@ -1313,35 +1313,38 @@ def test_notebook_step_one_is_the_loop_and_step_two_is_it_plus_tagged_lines():
             "self.optimizer.apply_gradients(zip(sums, self.trainable_variables))",
             "return self.get_metrics_result()"}
     untagged = {code for code, comment in common.items() if not comment.startswith(tuple(tags))}
+    first_seen = list(dict.fromkeys(comment[:3] for comment in common.values() if comment.startswith(tuple(tags))))
+    assert first_seen == tags[:5], first_seen  # (a) to (e), in the order of the code
+    first_seen = list(dict.fromkeys(comment[:3] for comment in full.values() if comment.startswith(tuple(tags))))
+    assert first_seen == tags[5:], first_seen  # AccumulatingAll: only (f) to (h), in the order of the code
     assert untagged == kept, untagged ^ kept  # step 2: step 1's lines, every other line tagged
     assert set(minimal) - set(common) == {"self.micro_size = micro_size"}  # becomes (a)'s line
     assert kept <= set(minimal), kept - set(minimal)
     common_tags = {comment[:3] for code, comment in common.items() if code not in kept}
-    assert common_tags == {"(a)", "(b)", "(c)", "(d)", "(h)"}, common_tags
-    for code, comment in full.items():  # AccumulatingAll: Accumulating's lines as they are, or a line of (e)-(g)
+    assert common_tags == {"(a)", "(b)", "(c)", "(d)", "(e)"}, common_tags
+    for code, comment in full.items():  # AccumulatingAll: Accumulating's lines without their tags, or a line of (f)-(h)
         if code in common:
-            assert comment[:3] == common[code][:3], (code, comment)
+            assert not comment.startswith(tuple(tags)), (code, comment)
         else:
-            assert comment[:3] in ("(e)", "(f)", "(g)"), (code, comment)
+            assert comment[:3] in ("(f)", "(g)", "(h)"), (code, comment)
     changed = set(common) - set(full)  # Accumulating's lines that AccumulatingAll replaces
     assert changed == {"n = tf.shape(data[1])[0]", "x_k, y_k = [t[i:i + self.micro_size] for t in data]",
                        "loss = self.compute_loss(x_k, y_k, y_pred)",
                        "grads = tape.gradient(loss, self.trainable_variables)",
                        "loss_metric.update_state(loss, sample_weight=n_k)",
                        "self.compute_metrics(x_k, y_k, y_pred)"}, changed
-    named = {tag: [code for code, comment in full.items() if comment.startswith(tag)] for tag in tags}
+    named = {tag: [code for code, comment in [*common.items(), *full.items()] if comment.startswith(tag)] for tag in tags}
     assert all(named.values()), named
     assert named["(a)"] == ["self.micro_size, self.supports_jit = micro_size, False"]
     assert named["(b)"][0].startswith("def get_config(self): return {**super().get_config(), \"micro_size\"")
     assert named["(c)"] == ["@tf.function"]
-    assert named["(d)"] == ["tf.autograph.experimental.set_loop_options(parallel_iterations=1)"]
-    assert any("unpack_x_y_sample_weight" in code for code in named["(e)"])
-    assert "self.compute_metrics(x_k, y_k, y_pred, w_k)" in named["(e)"]
-    assert "scaled = self.optimizer.scale_loss(loss)" in named["(f)"]
-    assert named["(g)"] == ["n, gpus = tf.shape(data[1])[0], self.distribute_strategy.num_replicas_in_sync",
+    assert named["(e)"] == ["tf.autograph.experimental.set_loop_options(parallel_iterations=1)"]
+    assert any("unpack_x_y_sample_weight" in code for code in named["(g)"])
+    assert "self.compute_metrics(x_k, y_k, y_pred, w_k)" in named["(g)"]
+    assert "scaled = self.optimizer.scale_loss(loss)" in named["(h)"]
+    assert named["(f)"] == ["n, gpus = tf.shape(data[1])[0], self.distribute_strategy.num_replicas_in_sync",
                             "loss_metric.update_state(loss * gpus, sample_weight=n_k)"]
-    assert named["(h)"] == ['loss_metric = {m.name: m for m in self.metrics}["loss"]']  # found once, by name
-    assert [code for code, comment in common.items() if comment.startswith("(h)")] == [
+    assert [code for code, comment in common.items() if comment.startswith("(d)")] == [
         'loss_metric = {m.name: m for m in self.metrics}["loss"]', "loss_metric.update_state(loss, sample_weight=n_k)",
         "self.compute_metrics(x_k, y_k, y_pred)"]
     cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
@@ -1364,26 +1367,25 @@ def test_notebook_step_one_is_the_loop_and_step_two_is_it_plus_tagged_lines():
     for line in printed[:2]:  # History per epoch, Accumulating's and fit's, printed the same
         ours, fits = line.split(": Accumulating ")[1].split(", fit ")
         assert ours == fits, line
-    after = " ".join(cells[at + 5].source.split())
-    reasons = {"(a)": ["no XLA", "a compiler", "5, 5 and 2 as 15",
-                       "(../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full)"],
-               "(b)": ["`micro_size` is saved", "reloaded model has `micro_size=64`",
-                       '`custom_objects={"Accumulating": Accumulating}`'],
-               "(c)": ["a graph", "without AutoGraph", "`tf.range`", "`@tf.function` adds it", "`fit` stops",
-                       "step 1's run above"],
-               "(d)": ["one micro-batch in memory at a time", "10 loop steps at once",
-                       "(../docs/accumulation.md#one-micro-batch-at-a-time)"],
-               "(h)": ["`loss_metric`, History's loss", "Keras' own `train_step`, not by `compute_loss`", "0.0000",
-                       "`compile`'s metrics", "`fit` stops"],
-               "(e)": ["sample weights", "dict of inputs", "`fit` stops with an error"],
-               "(f)": ["mixed precision", "LossScaleOptimizer", "`scale_loss`", "32,768 times too small"],
-               "(g)": ["several GPUs", "*replica*", "`loss * gpus`", "History shows half the loss"]}
+    after = cells[at + 5].source  # two tables: tag | the line | without it | the term it needs
+    rows = {line.split("|")[1]: line.split("|")[2:-1] for line in after.splitlines() if line.startswith("|(")}
+    assert list(rows) == tags, list(rows)  # one row per tag, in the order of the code
+    reasons = {"(a)": ["`supports_jit = False`", "XLA", "64 and 24 as 128", "with a penalty, other weights",
+                       "(../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full)", "XLA: a compiler"],
+               "(b)": ["`get_config`", "reloaded model has `micro_size=64`", '`custom_objects={"Accumulating": Accumulating}`'],
+               "(c)": ["`@tf.function`", "`fit` stops", "step 1's run", "graph:", "without AutoGraph", "`tf.range`"],
+               "(d)": ["`loss_metric`, `compute_metrics`", "0.0000", "`fit` stops", 'named "loss" (a test pins the name)',
+                       "Keras' own `train_step`, not by `compute_loss`"],
+               "(e)": ["`parallel_iterations=1`", "10 micro-batches in memory at once", '"without (e)"'],
+               "(f)": ["`gpus`", "History shows half the loss on 2 GPUs", "replica:"],
+               "(g)": ["`cut`, `w_k`", "sample weights or a dict of inputs", "`fit` stops with an error"],
+               "(h)": ["`scale_loss`", "mixed precision", "32,768 times too small", "LossScaleOptimizer"]}
     for tag, words in reasons.items():
-        bullet = after.split(f"* **{tag}**")[1].split("* **")[0]
-        assert all(word in bullet for word in words), (tag, bullet)
-    need = after.split("### If you need it")[1]
-    assert "`AccumulatingAll` is `Accumulating` plus the lines tagged (e) to (g)" in need
-    assert all(f"* **({t})**" in need for t in "efg") and not any(f"* **({t})**" in need for t in "abcdh")
+        row = " ".join(" | ".join(rows[tag]).split())
+        assert all(word in row for word in words), (tag, row)
+    first, need = after.split("### If you need it")
+    assert "`AccumulatingAll` is `Accumulating` plus the lines tagged (f) to (h), its only tags" in need
+    assert [t for t in tags if f"|{t}|" in first] == tags[:5] and [t for t in tags if f"|{t}|" in need] == tags[5:]
     assert cells[at + 6].source.startswith("class AccumulatingAll(keras.Model):")
     assert "Which tags you need" not in " ".join(c.source for c in cells)  # no edit instructions any more
     docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
@@ -2101,3 +2103,40 @@ def test_sixteen_micro_batches_add_under_a_quarter_of_the_full_batch_peak():
     held = measure.peak_memory_bytes(lambda: None)
     assert peaks[0] > peaks[1] > peaks[2]
     assert peaks[3] - held < (peaks[0] - held) / 4
+
+
+def test_without_line_takes_out_line_e_so_the_loop_runs_ten_micro_batches_at_once():
+    # round 27, second pass: Cost draws AccumulatingAll's peak "without (e)", made by
+    # accumulation.without_line(AccumulatingAll, "parallel_iterations=1"); that class differs by that line only: its
+    # while loop has TensorFlow's default 10 parallel iterations, and it still trains as fit does
+    full = _notebook_accumulating_model("AccumulatingAll")
+    without = acc.without_line(full, "parallel_iterations=1")
+    assert issubclass(without, full)
+    x, y = _data(12)
+    for cls, expected in [(full, 1), (without, 10)]:
+        model = cls(*(lambda m: (m.inputs, m.outputs))(_model()), micro_size=4)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+        graph = model.train_step.get_concrete_function((tf.constant(x), tf.constant(y))).graph  # @tf.function kept
+        loops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
+        assert loops and all(op.get_attr("parallel_iterations") == expected for op in loops), cls
+    model = without(*(lambda m: (m.inputs, m.outputs))(_model()), micro_size=5)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    model.fit(x, y, batch_size=12, epochs=1, verbose=0)
+    ref = _model()
+    ref.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, run_eagerly=True)
+    ref.fit(x, y, batch_size=12, epochs=1, verbose=0)
+    assert _max_diff(model.get_weights(), ref.get_weights()) < 1e-6
+    with pytest.raises(ValueError, match="no line"):
+        acc.without_line(full, "no such text")
+    cost = _notebook_cell("update")  # the Cost cell
+    assert 'accumulation.without_line(AccumulatingAll, "parallel_iterations=1")' in cost
+    assert 'others={"without (e)": without_e_mib}' in cost
+
+
+def test_keras_names_historys_loss_metric_loss_which_tag_d_finds_by_name():
+    # tag (d)'s line, {m.name: m for m in self.metrics}["loss"], finds Keras' own tracker of History's loss by name;
+    # the notebook says a test pins that name: a compiled model's metrics hold exactly one named "loss", a Mean
+    base = _model()
+    base.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, metrics=["mae"])
+    found = [m for m in base.metrics if m.name == "loss"]
+    assert len(found) == 1 and isinstance(found[0], keras.metrics.Mean), base.metrics
