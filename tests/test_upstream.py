@@ -163,10 +163,10 @@ def test_keras_fit_runs_train_step_with_autograph_off():
     # round 26 (second pass): the class to copy tags the decorator (c); the list after it says what it is for and
     # that compiled fit stops without it, which step 1's run (no decorator) prints; docs/accumulation.md quotes it too
     assert any(re.search(r"\n    @tf\.function +# \(c\)\n", "".join(c["source"])) for c in cells)
-    # round 26 (third pass): the bullet says why, the fact this test checks: fit's graph has AutoGraph off
-    assert any("* **(c)** `fit` makes a graph (TensorFlow's compiled form) of `train_step` without AutoGraph, which"
-               " turns a `for` over `tf.range` into a graph loop; `@tf.function` adds it. Without it, compiled `fit`"
-               " stops"
+    # round 26 (third pass): the bullet says why, the fact this test checks: fit's graph has AutoGraph off; since
+    # round 27's second pass a table row: tag | the line | without it | the term it needs
+    assert any("|(c)|`@tf.function`|compiled `fit` stops: step 1's run|graph: TensorFlow's compiled form of a function;"
+               " `fit` makes one without AutoGraph, which turns a `for` over `tf.range` into a graph loop|"
                in " ".join("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
     printed = ["".join("".join(o.get("text", "")) for o in c["outputs"]) for c in cells
                if c["cell_type"] == "code" and "MinimalAccumulating(" in "".join(c["source"])]
