@@ -20,7 +20,8 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     that does not shrink (``fixed_mib``), labelled ``fixed_label`` (say what it holds). With ``seconds``
     (the time of the same update in each split), a second panel shows that time as bars. ``first_label``
     names the first split under its tick (the notebook's: "plain fit", the baseline). ``others`` maps a label to
-    another peak per split (the notebook's: the class without one line), drawn dashed from the second split on.
+    another peak per split (the notebook's: the class without one line), drawn dashed, labelled from the second
+    split on (the first is the baseline, one micro-batch: the notebook passes the same value).
 
     ``relative=False`` (the notebook's): both panels in MiB and ms, each point and bar labelled with its
     value. ``relative=True``: each value divided by the first split's (its MiB and ms in the axis labels),
@@ -55,10 +56,10 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     values = [mib / unit for mib in peak_mib]
     floor = fixed_mib / unit
     label = (lambda v: f"{v:.2f}x") if relative else (lambda v: f"{v:.1f} MiB")
-    ax.plot(splits, values, "o-", label="peak memory of one update")
-    for (name, other), color in zip(others.items(), COLORS[1:]):  # from the second split on: the first is the
-        other = [mib / unit for mib in other]                         # baseline, one micro-batch, nothing to vary
-        ax.plot(splits[1:], other[1:], "s--", color=color, label=name)
+    ax.plot(splits, values, "o-", label="peak memory of one update", zorder=3)  # over a shared first point
+    for (name, other), color in zip(others.items(), COLORS[1:]):
+        other = [mib / unit for mib in other]
+        ax.plot(splits, other, "s--", color=color, label=name)  # from the shared first point
         for k, value in zip(splits[1:], other[1:]):
             ax.annotate(label(value), (k, value), textcoords="offset points", xytext=(5, 6), ha="left", color=color)
     ax.axhline(floor, color="grey", ls="--", lw=1.5, label=f"{fixed_label}: {label(floor)}")
