@@ -1001,9 +1001,10 @@ def _docs_train_large_batches():
     return scope["train_large_batches"]
 
 
-def _notebook_classes_source(class_name="Accumulating"):
-    """The notebook's cell defining ``Accumulating`` (step 2, the class to copy: sample weights, dict inputs, mixed
-    precision, several GPUs), or ``MinimalAccumulating`` (step 1, the technique only). Only np, tf and keras are
+def _notebook_classes_source(class_name="AccumulatingAll"):
+    """The notebook's cell defining ``AccumulatingAll`` (if you need it: sample weights, dict inputs, mixed
+    precision, several GPUs), ``Accumulating`` (step 2, the class to copy: one GPU, float32, (x, y) data), or
+    ``MinimalAccumulating`` (step 1, the technique only). Only np, tf and keras are
     needed: the cell is all a reader pastes."""
     return _notebook_cell(class_name)
 
@@ -1013,15 +1014,16 @@ def _notebook_minimal_source():
     return _notebook_cell("MinimalAccumulating")
 
 
-def _notebook_class_with(old, new):
-    """The source of the notebook's ``Accumulating`` with one line changed (``old`` must occur once)."""
-    source = _notebook_cell("Accumulating")
+def _notebook_class_with(old, new, class_name="AccumulatingAll"):
+    """The source of the notebook's ``AccumulatingAll`` (or ``class_name``) with one line changed (``old`` must occur
+    once)."""
+    source = _notebook_cell(class_name)
     assert source.count(old) == 1, old
     return source.replace(old, new)
 
 
-def _notebook_accumulating_model(class_name="Accumulating", source=None):
-    """A fresh ``Accumulating`` class (or ``MinimalAccumulating``, or ``source``'s class) from
+def _notebook_accumulating_model(class_name="AccumulatingAll", source=None):
+    """A fresh ``AccumulatingAll`` class (or ``Accumulating``, ``MinimalAccumulating``, or ``source``'s class) from
     its source (fresh: Keras rewrites a Model subclass's bases the first time it is built from inputs and outputs)."""
     import linecache
 
@@ -1213,7 +1215,7 @@ def test_notebook_minimal_train_step_equals_fit_eagerly_and_fails_without_lines_
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, metrics=["mae"])
     with pytest.raises(ValueError, match="not yet been built"):  # (3) missing
         model.fit(x, y, batch_size=12, epochs=1, verbose=0)
-    full = _notebook_accumulating_model()  # all five lines: History as fit's, metric included
+    full = _notebook_accumulating_model("Accumulating")  # step 2, the class to copy: History as fit's, metric included
     base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
     model = full(base.inputs, base.outputs, micro_size=5)
     model.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])
@@ -1266,20 +1268,6 @@ def test_docs_minimal_class_run_prints_each_failure_and_the_table_quotes_it():
         assert f"def {name}(" in this, name
 
 
-def _notebook_markdown_around(defining):
-    """The markdown cells right before and right after the notebook's code cell that defines ``defining``."""
-    import nbformat
-
-    from tests.notebook_answers import ROOT
-
-    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    for i, c in enumerate(cells[1:-1], start=1):
-        if c.cell_type == "code" and (f"class {defining}(" in c.source or f"def {defining}(" in c.source):
-            assert cells[i - 1].cell_type == cells[i + 1].cell_type == "markdown"
-            return cells[i - 1].source, cells[i + 1].source
-    raise AssertionError(f"no cell defines {defining}")
-
-
 def _code_lines(source):
     """{code: trailing comment} for each line of code of a class (its first line and comment lines left out)."""
     lines = {}
@@ -1291,67 +1279,74 @@ def _code_lines(source):
 
 
 def test_notebook_step_one_is_the_loop_and_step_two_is_it_plus_tagged_lines():
-    # round 26, second pass (both readers): one self-contained class to copy, built up in two visible steps. Step 1,
+    # round 27 (three readers in a row): two classes, each written out in full, no hand-editing. Step 1,
     # MinimalAccumulating, is the Now loop as train_step (the technique only); the next cell runs it through fit
     # eagerly and compiled, and prints two of the failures the tagged lines prevent (History's loss 0.0000; fit
-    # stops). Step 2, Accumulating, is self-contained (its own __init__ and get_config, so micro_size is saved): step
-    # 1's lines, unchanged or changed on a tagged line, plus lines tagged (a) to (h); the markdown right after it
-    # says, per tag, what the line is for and what breaks without it. No cell over 25 lines, no line over 105
-    # characters in either class
+    # stops). Step 2, Accumulating (one GPU, float32, (x, y) data), is self-contained (its own __init__ and
+    # get_config): step 1's lines, plus lines tagged (a) to (e) (lettered in the order they first appear), checked
+    # against plain fit in the cell right under it, then a table of what each tag is for. "If you need it":
+    # AccumulatingAll is Accumulating plus lines tagged (f) to (h) (round 27, second pass: only the changed or added
+    # lines carry a tag). Round 27, third pass: tables gone, comments say why. No cell over 25 lines, no line over 105 characters in any class
     import nbformat
 
     from tests.notebook_answers import ROOT
 
     minimal_source = _notebook_minimal_source()
-    full_source = _notebook_cell("Accumulating")
+    common_source = _notebook_cell("Accumulating")
+    full_source = _notebook_cell("AccumulatingAll")
     assert minimal_source.startswith("class MinimalAccumulating(keras.Model):")
-    assert full_source.startswith("class Accumulating(keras.Model):")
-    assert "def __init__" in full_source and "def get_config(self)" in full_source  # self-contained
-    for source in (minimal_source, full_source):
-        assert len(source.splitlines()) <= 25 and max(len(line) for line in source.splitlines()) <= 105
-    minimal, full = _code_lines(minimal_source), _code_lines(full_source)
+    assert common_source.startswith("class Accumulating(keras.Model):")
+    assert full_source.startswith("class AccumulatingAll(keras.Model):")
+    for source in (minimal_source, common_source, full_source):
+        assert len(source.splitlines()) <= 25 and max(len(line) for line in source.splitlines()) <= 105, source
+    for source in (common_source, full_source):
+        assert "def __init__" in source and "def get_config(self)" in source  # self-contained
+    minimal, common, full = (_code_lines(s) for s in (minimal_source, common_source, full_source))
     tags = [f"({t})" for t in "abcdefgh"]
-    untagged = {code for code, comment in full.items() if not comment.startswith(tuple(tags))}
     kept = {"def __init__(self, *args, micro_size=64, **kwargs):", "super().__init__(*args, **kwargs)",
             "def train_step(self, data):", "n = tf.shape(data[1])[0]",
             "sums = [tf.zeros_like(v) for v in self.trainable_variables]",
-            "for i in tf.range(0, n, self.micro_size):", "n_k = tf.shape(y_k)[0]",
-            "with tf.GradientTape() as tape:", "y_pred = self(x_k, training=True)",  # kept for the metrics
+            "for i in tf.range(0, n, self.micro_size):", "x_k, y_k = [t[i:i + self.micro_size] for t in data]",
+            "n_k = tf.shape(y_k)[0]", "with tf.GradientTape() as tape:", "y_pred = self(x_k, training=True)",
+            "loss = self.compute_loss(x_k, y_k, y_pred)", "grads = tape.gradient(loss, self.trainable_variables)",
             'sums = [s + tf.cast(n_k / n, "float32") * g for s, g in zip(sums, grads)]',
             "self.optimizer.apply_gradients(zip(sums, self.trainable_variables))",
             "return self.get_metrics_result()"}
-    assert untagged == kept, untagged ^ kept  # every other line carries its tag
-    assert kept - {"y_pred = self(x_k, training=True)"} <= set(minimal), kept - set(minimal)  # step 1's own lines
-    changed = set(minimal) - set(full)  # step 1's lines that step 2 changes: each change is on a tagged line
-    assert changed == {"self.micro_size = micro_size", "x_k, y_k = [t[i:i + self.micro_size] for t in data]",
-                       "loss = self.compute_loss(x_k, y_k, self(x_k, training=True))",
-                       "grads = tape.gradient(loss, self.trainable_variables)"}, changed
-    named = {tag: [code for code, comment in full.items() if comment.startswith(tag)] for tag in tags}
+    untagged = {code for code, comment in common.items() if not comment.startswith(tuple(tags))}
+    first_seen = list(dict.fromkeys(comment[:3] for comment in common.values() if comment.startswith(tuple(tags))))
+    assert first_seen == tags[:5], first_seen  # (a) to (e), in the order of the code
+    first_seen = list(dict.fromkeys(comment[:3] for comment in full.values() if comment.startswith(tuple(tags))))
+    assert first_seen == tags[5:], first_seen  # AccumulatingAll: only (f) to (h), in the order of the code
+    assert untagged == kept, untagged ^ kept  # step 2: step 1's lines, every other line tagged
+    assert set(minimal) - set(common) == {"self.micro_size = micro_size"}  # becomes (a)'s line
+    assert kept <= set(minimal), kept - set(minimal)
+    common_tags = {comment[:3] for code, comment in common.items() if code not in kept}
+    assert common_tags == {"(a)", "(b)", "(c)", "(d)", "(e)"}, common_tags
+    for code, comment in full.items():  # AccumulatingAll: Accumulating's lines without their tags, or a line of (f)-(h)
+        if code in common:
+            assert not comment.startswith(tuple(tags)), (code, comment)
+        else:
+            assert comment[:3] in ("(f)", "(g)", "(h)"), (code, comment)
+    changed = set(common) - set(full)  # Accumulating's lines that AccumulatingAll replaces
+    assert changed == {"n = tf.shape(data[1])[0]", "x_k, y_k = [t[i:i + self.micro_size] for t in data]",
+                       "loss = self.compute_loss(x_k, y_k, y_pred)",
+                       "grads = tape.gradient(loss, self.trainable_variables)",
+                       "loss_metric.update_state(loss, sample_weight=n_k)",
+                       "self.compute_metrics(x_k, y_k, y_pred)"}, changed
+    named = {tag: [code for code, comment in [*common.items(), *full.items()] if comment.startswith(tag)] for tag in tags}
     assert all(named.values()), named
     assert named["(a)"] == ["self.micro_size, self.supports_jit = micro_size, False"]
     assert named["(b)"][0].startswith("def get_config(self): return {**super().get_config(), \"micro_size\"")
     assert named["(c)"] == ["@tf.function"]
-    assert named["(d)"] == ["tf.autograph.experimental.set_loop_options(parallel_iterations=1)"]
-    assert any("unpack_x_y_sample_weight" in code for code in named["(e)"])
-    assert "scaled = self.optimizer.scale_loss(loss)" in named["(f)"]
-    assert named["(g)"] == ["gpus = self.distribute_strategy.num_replicas_in_sync"]
-    assert 'update_state(loss * gpus, sample_weight=n_k)' in named["(h)"][0]
-    assert named["(h)"][1] == "self.compute_metrics(x_k, y_k, y_pred, w_k)"
-    before, after = (" ".join(m.split()) for m in _notebook_markdown_around("Accumulating"))
-    assert "**Step 2, the class to copy**" in before and "**Apply it**" in before
-    assert "Accumulating(your_model.inputs, your_model.outputs, micro_size=64)" in before
-    reasons = {"(a)": ["no XLA", "5, 5 and 2 as 15", "(../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full)"],
-               "(b)": ["`micro_size` is saved", "reloaded model has `micro_size=64`"],
-               "(c)": ["a graph", "without AutoGraph", "`tf.range`", "`@tf.function` adds it", "`fit` stops (above)"],
-               "(d)": ["one micro-batch in memory at a time", "10 at once", "(../docs/accumulation.md#one-micro-batch-at-a-time)"],
-               "(e)": ["sample weights", "dict of inputs", "`fit` stops with an error"],
-               "(f)": ["mixed precision", "LossScaleOptimizer", "`scale_loss`", "32,768 times too small"],
-               "(g)": ["several GPUs", "*replica*", "`loss * gpus`", "History shows half the loss"],
-               "(h)": ["History's loss", "Keras' own `train_step` updates, not `compute_loss`", "0.0000",
-                       "`compile`'s metrics", "`fit` stops"]}
-    for tag, words in reasons.items():
-        bullet = after.split(f"* **{tag}**")[1].split("* **")[0]
-        assert all(word in bullet for word in words), (tag, bullet)
+    assert named["(e)"] == ["tf.autograph.experimental.set_loop_options(parallel_iterations=1)"]
+    assert any("unpack_x_y_sample_weight" in code for code in named["(g)"])
+    assert "self.compute_metrics(x_k, y_k, y_pred, w_k)" in named["(g)"]
+    assert "scaled = self.optimizer.scale_loss(loss)" in named["(h)"]
+    assert named["(f)"] == ["n, gpus = tf.shape(data[1])[0], self.distribute_strategy.num_replicas_in_sync",
+                            "loss_metric.update_state(loss * gpus, sample_weight=n_k)"]
+    assert [code for code, comment in common.items() if comment.startswith("(d)")] == [
+        'loss_metric = {m.name: m for m in self.metrics}["loss"]', "loss_metric.update_state(loss, sample_weight=n_k)",
+        "self.compute_metrics(x_k, y_k, y_pred)"]
     cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
     at = next(i for i, c in enumerate(cells) if c.source.startswith("class MinimalAccumulating(keras.Model):"))
     assert "**Step 1**" in cells[at - 1].source
@@ -1361,21 +1356,64 @@ def test_notebook_step_one_is_the_loop_and_step_two_is_it_plus_tagged_lines():
     assert printed == ["eager: the same weights as fit's step above: True",
                        "eager: History's loss 0.0000, where the loss before the update is 1.3424",
                        "compiled: OperatorNotAllowedInGraphError: Iterating over a symbolic `tf.Tensor` is not allowed."], printed
+    before = " ".join(cells[at + 2].source.split())
+    assert "**Step 2, the class to copy** (one GPU, float32, `(x, y)` data)" in before and "**Apply it**" in before
+    assert "Accumulating(your_model.inputs, your_model.outputs, micro_size=64)" in before
     assert cells[at + 3].source.startswith("class Accumulating(keras.Model):")
+    check = cells[at + 4]  # right under the class: your model against plain fit
+    assert check.cell_type == "code" and "= Accumulating(your_model.inputs, your_model.outputs" in check.source
+    printed = "".join(o.get("text", "") for o in check.outputs).splitlines()
+    assert len(printed) == 3 and printed[-1] == "the same weights as fit's: True", printed
+    for line in printed[:2]:  # History per epoch, Accumulating's and fit's, printed the same
+        ours, fits = line.split(": Accumulating ")[1].split(", fit ")
+        assert ours == fits, line
+    # round 27, third pass (two readers): each tagged line says in its own comment what breaks without it; the
+    # markdown after the check keeps only a short glossary and what the comments cannot say, one sentence per tag
+    said = {"(a)": ["without the next line", "XLA", "short last micro-batch"], "(b)": ["saving"],
+            "(c)": ["without it", "cannot loop over a tensor", "step 1's error"], "(d)": ["without it", "0.0000"],
+            "(e)": ["without the next line", "10 micro-batches in memory at once"]}
+    comments = [line.split("# ", 1)[1] for line in common_source.splitlines() if "# (" in line]
+    for tag, words in said.items():
+        assert any(c.startswith(tag) and all(w in c for w in words) for c in comments), (tag, comments)
+    assert any(c.startswith("(d) without it: fit stops if compile has metrics") for c in comments), comments
+    comments = [line.split("# ", 1)[1] for line in full_source.splitlines() if "# (" in line]
+    assert any(c.startswith("(h) without it: float16 steps too small") for c in comments), comments
+    assert any(c.startswith("(f)") and "History" in c and "GPUs" in c for c in comments), comments
+    after = " ".join(cells[at + 5].source.split())
+    assert "|" not in after  # no tables any more
+    glossary = ["*XLA*: the compiler Keras may use on a GPU", "*AutoGraph*: TensorFlow's rewriting of Python loops",
+                "`fit` compiles `train_step` without it", "*Replica*: one GPU's copy of the model under `MirroredStrategy`",
+                "*Loss scaling*: under mixed precision", "so float16 gradients do not round to zero"]
+    assert all(term in after for term in glossary), [t for t in glossary if t not in after]
+    reasons = {"(a)": ["64 and 24 as 128 examples", "with a penalty the weights differ",
+                       "(../docs/accumulation.md#xla-counts-a-short-micro-batch-as-full)"],
+               "(b)": ["a reloaded model has `micro_size=64`", '`custom_objects={"Accumulating": Accumulating}`'],
+               "(d)": ['the metric named "loss", `compute_loss` does not'],
+               "(f)": ["`compute_loss` divides each replica's loss by their number"],
+               "(g)": ["sample weights or a dict of inputs stop `fit`"],
+               "(h)": ["without `scale_loss`, SGD's steps are 32,768 times too small"]}
+    for tag, words in reasons.items():
+        sentence = after.rsplit(tag, 1)[1][:200]  # the tag's last mention: its sentence
+        assert all(word in sentence for word in words), (tag, sentence)
+    first, need = after.split("### If you need it")
+    assert "`AccumulatingAll` is `Accumulating` plus the lines tagged (f) to (h), its only tags" in need
+    assert [t for t in tags if t in first] == ["(a)", "(b)", "(c)", "(d)"] and [t for t in tags if t in need] == tags[5:]
+    assert cells[at + 6].source.startswith("class AccumulatingAll(keras.Model):")
+    assert "Which tags you need" not in " ".join(c.source for c in cells)  # no edit instructions any more
     docs = (ROOT / "docs" / "accumulation.md").read_text(encoding="utf-8")
     for heading in ["The minimal class without the extra lines", "XLA counts a short micro-batch as full",
                     "One micro-batch at a time"]:
         assert f"\n## {heading}\n" in docs, heading
 
 
-@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating"])
+@pytest.mark.parametrize("class_name", ["MinimalAccumulating", "Accumulating", "AccumulatingAll"])
 def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
     # @tf.function (tag (c)): fit compiles train_step without AutoGraph, and the for loop over tf.range fails: the
     # notebook's MinimalAccumulating as it is (its run prints this error), and Accumulating with @tf.function taken out
     if class_name == "MinimalAccumulating":
         source = _notebook_minimal_source()
     else:
-        source = _notebook_class_with("    @tf.function", "    # no decorator")
+        source = _notebook_class_with("    @tf.function", "    # no decorator", class_name)
     scope = {"np": np, "tf": tf, "keras": keras}
     exec(compile(source, "<no tf.function>", "exec"), scope)  # noqa: S102
     x, y = _data(12)
@@ -1386,39 +1424,15 @@ def test_notebook_train_step_without_tf_function_fails_in_fit(class_name):
         model.fit(x, y, batch_size=12, epochs=1, verbose=0)
 
 
-def test_notebook_which_tags_you_need_recipe_drops_e_to_g_exactly():
-    # round 26, third pass: the markdown after the tag list says that one GPU, float32, (x, y) data need (a), (c), (d),
-    # (h) (and (b) to save); to drop (e) to (g): step 1's slicing line, no w_k, `loss` for `scaled` and `loss * gpus`.
-    # Doing exactly that to the notebook's class gives fit's weights and History (compiled, with a metric)
-    import re
-
-    import nbformat
-
-    from tests.notebook_answers import ROOT
-
-    cells = nbformat.read(ROOT / "notebooks" / f"{NB}.ipynb", as_version=4).cells
-    at = next(i for i, c in enumerate(cells) if c.source.startswith("class Accumulating(keras.Model):"))
-    recipe = " ".join(cells[at + 1].source.split()).split("**Which tags you need.**")[1].strip()
-    assert recipe.startswith("One GPU, float32, `(x, y)` data: (a), (c), (d), (h); (b) to save."), recipe
-    for words in ["(e) for sample weights or dict inputs", "(f) for mixed precision", "(g) for several GPUs",
-                  "step 1's slicing line", "drop `w_k`", "write `loss` for `scaled` and `loss * gpus`"]:
-        assert words in recipe, words
-    source = _notebook_cell("Accumulating")
-    slicing = [line for line in _notebook_minimal_source().splitlines() if "x_k, y_k = [t[" in line]
-    assert len(slicing) == 1
-    source = source.replace("            n_k = tf.shape(y_k)[0]", slicing[0] + "\n            n_k = tf.shape(y_k)[0]")
-    source = source.replace("loss = self.compute_loss(x_k, y_k, y_pred, w_k)  # (e)", "loss = self.compute_loss(x_k, y_k, y_pred)")
-    source = source.replace("grads = tape.gradient(scaled, self.trainable_variables)  # (f)",
-                            "grads = tape.gradient(loss, self.trainable_variables)")
-    source = source.replace("update_state(loss * gpus, sample_weight=n_k)", "update_state(loss, sample_weight=n_k)")
-    source = source.replace("self.compute_metrics(x_k, y_k, y_pred, w_k)", "self.compute_metrics(x_k, y_k, y_pred)")
-    lines = [line for line in source.splitlines() if not re.search(r"# \((e|f|g)\)$", line)]  # the rest of (e) to (g)
-    source = "\n".join(lines) + "\n"
-    assert not re.search(r"w_k|scaled|gpus|unpack_x_y|# \((e|f|g)\)", source), source
-    Trimmed = _notebook_accumulating_model(source=source)
+@pytest.mark.parametrize("class_name", ["Accumulating", "AccumulatingAll"])
+def test_notebook_classes_in_compiled_fit_equal_fit_with_a_short_micro_batch(class_name):
+    # round 26's third pass checked a hand-edit recipe (AccumulatingAll's lines (e) to (g) dropped); since round 27
+    # that class is written out as Accumulating. Both, compiled as fit runs them, with Adam and a metric, 12 examples
+    # as 5, 5, 2 for two epochs: History and weights of plain fit
+    cls = _notebook_accumulating_model(class_name)
     x, y = _data(24)
     base = _model()
-    ours = Trimmed(base.inputs, base.outputs, micro_size=5)  # 12 as 5, 5, 2: the short micro-batch too
+    ours = cls(base.inputs, base.outputs, micro_size=5)  # 12 as 5, 5, 2: the short micro-batch too
     ours.compile(optimizer=keras.optimizers.Adam(0.05), loss=MSE, metrics=["mae"])  # compiled, as fit runs
     got = ours.fit(x, y, batch_size=12, epochs=2, shuffle=False, verbose=0).history
     ref = _model()
@@ -1496,7 +1510,7 @@ def test_notebook_without_the_replica_line_history_reports_the_loss_over_the_rep
             return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
         with tf.distribute.MirroredStrategy().scope():
             base = make()
-            model = Accumulating(base.inputs, base.outputs, micro_size=5)
+            model = AccumulatingAll(base.inputs, base.outputs, micro_size=5)
             model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
         got = model.fit(x, y, batch_size=24, epochs=1, shuffle=False, verbose=0).history["loss"][0]
         ref = make()
@@ -1549,9 +1563,10 @@ def test_notebook_train_step_slices_a_dict_of_inputs_and_takes_train_on_batch():
     assert _max_diff(got, ref.get_weights()) < 1e-6
 
 
-def test_notebook_train_step_pasted_into_a_subclassed_model_equals_fit():
+@pytest.mark.parametrize("class_name", ["Accumulating", "AccumulatingAll"])
+def test_notebook_train_step_pasted_into_a_subclassed_model_equals_fit(class_name):
     # the notebook's advice for a subclassed model: paste train_step into the class, set self.micro_size
-    source = _notebook_cell("Accumulating")
+    source = _notebook_cell(class_name)
     method = source[source.index("    @tf.function"):]
     subclass = textwrap.dedent("""
         class Net(keras.Model):
@@ -1628,7 +1643,7 @@ def test_notebook_train_step_on_two_replicas_equals_one_device(fresh_python):
         strategy = tf.distribute.MirroredStrategy()
         with strategy.scope():
             base = make()
-            model = Accumulating(base.inputs, base.outputs, micro_size=5)
+            model = AccumulatingAll(base.inputs, base.outputs, micro_size=5)
             model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse", metrics=["mae"])
         got = model.fit(data, epochs=2, verbose=0).history
         gap = max(float(np.abs(a - b).max()) for a, b in zip(model.get_weights(), ref.get_weights()))
@@ -1734,7 +1749,7 @@ def test_notebook_train_step_under_xla_counts_the_last_micro_batch_as_full():
     # micro-batches of 5, 5, 2, compiled with tf.function(jit_compile=True) as fit does on a GPU. The last micro-batch counts as 5 rows: History's loss is
     # divided by 15 instead of 12; the data's gradient survives (its mean and its weight n_k/N miscount alike), but a
     # penalty added to every micro-batch's loss enters the update 15/12 times (SGD: an extra 0.1 * 3/12 * dP/dw)
-    Minimal = _notebook_accumulating_model()  # Accumulating (History's loss tracker), compiled below with and without XLA
+    Minimal = _notebook_accumulating_model("Accumulating")  # History's loss tracker; compiled below with and without XLA
     x, y = _data(12)
 
     def step(penalty, xla):
@@ -1779,7 +1794,7 @@ def test_notebook_train_step_under_xla_with_a_short_last_micro_batch_differs_fro
     assert abs(got[0] - want[0]) > 1e-2, (got, want)
 
 
-@pytest.mark.parametrize("class_name", ["Accumulating"])  # supports_jit = False: Accumulating's
+@pytest.mark.parametrize("class_name", ["Accumulating", "AccumulatingAll"])  # supports_jit = False: both classes'
 def test_notebook_classes_refuse_xla_in_fit_and_without_supports_jit_give_other_weights(no_op_determinism, class_name):
     # the hazard step 1 guards against: compile(jit_compile=True), which "auto" picks on a GPU. With the notebook's
     # supports_jit = False, fit warns, runs without XLA and gives fit's weights (12 examples as 5, 5, 2, an L2 penalty);
@@ -1850,12 +1865,11 @@ def test_notebook_accumulating_saves_and_reloads_with_custom_objects(tmp_path):
     # the notebook's "Load a saved one": load_model needs the class; weights, optimizer state and (get_config, tag
     # (b), since round 26) micro_size come back, and training goes on as it would have
     x, y = _xla_data()
-    w = np.linspace(0.5, 2.0, 600).astype("float32")
-    Accumulating = _notebook_accumulating_model()
+    Accumulating = _notebook_accumulating_model("Accumulating")  # step 2, the class the sentence names: (x, y) data
     base = _model(kernel_regularizer=keras.regularizers.L2(1e-2))
     model = Accumulating(base.inputs, base.outputs, micro_size=32)
     model.compile(optimizer=keras.optimizers.Adam(0.01), loss=MSE, metrics=["mae"])
-    data = tf.data.Dataset.from_tensor_slices((x[:, :4], y, w)).batch(256)
+    data = tf.data.Dataset.from_tensor_slices((x[:, :4], y)).batch(256)
     model.fit(data, epochs=1, verbose=0)
     model.save(tmp_path / "model.keras")
     reloaded = keras.models.load_model(tmp_path / "model.keras", custom_objects={"Accumulating": Accumulating})
@@ -1974,7 +1988,7 @@ def test_windows_figure_says_one_thing_per_mark():
     assert ax.get_title() == "One outline is one update; a fraction is a micro-batch gradient's weight"
     assert len(ax.get_title()) < 80
     assert [t.get_text() for t in ax.get_yticklabels()] == [
-        "fit, batches of 32", "Accumulating,\nmicro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
+        "fit, batches of 32", "Accumulating: fit's batches,\nin micro-batches of 8", "Keras' built-in,\n4 micro-batches of 8"]
     assert {t.get_fontsize() for t in ax.texts if "/" in t.get_text()} == {11}  # the small box's "4/12" too
     plt.close(fig)
 
@@ -2101,3 +2115,41 @@ def test_sixteen_micro_batches_add_under_a_quarter_of_the_full_batch_peak():
     held = measure.peak_memory_bytes(lambda: None)
     assert peaks[0] > peaks[1] > peaks[2]
     assert peaks[3] - held < (peaks[0] - held) / 4
+
+
+def test_without_line_takes_out_line_e_so_the_loop_runs_ten_micro_batches_at_once():
+    # round 27, second pass: Cost draws AccumulatingAll's peak "without (e)", made by
+    # accumulation.without_line(AccumulatingAll, "parallel_iterations=1"); that class differs by that line only: its
+    # while loop has TensorFlow's default 10 parallel iterations, and it still trains as fit does
+    full = _notebook_accumulating_model("AccumulatingAll")
+    without = acc.without_line(full, "parallel_iterations=1")
+    assert issubclass(without, full)
+    x, y = _data(12)
+    for cls, expected in [(full, 1), (without, 10)]:
+        model = cls(*(lambda m: (m.inputs, m.outputs))(_model()), micro_size=4)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+        graph = model.train_step.get_concrete_function((tf.constant(x), tf.constant(y))).graph  # @tf.function kept
+        loops = [op for op in graph.get_operations() if op.type in ("While", "StatelessWhile")]
+        assert loops and all(op.get_attr("parallel_iterations") == expected for op in loops), cls
+    model = without(*(lambda m: (m.inputs, m.outputs))(_model()), micro_size=5)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE)
+    model.fit(x, y, batch_size=12, epochs=1, verbose=0)
+    ref = _model()
+    ref.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, run_eagerly=True)
+    ref.fit(x, y, batch_size=12, epochs=1, verbose=0)
+    assert _max_diff(model.get_weights(), ref.get_weights()) < 1e-6
+    with pytest.raises(ValueError, match="no line"):
+        acc.without_line(full, "no such text")
+    cost = _notebook_cell("update")  # the Cost cell
+    assert 'accumulation.without_line(AccumulatingAll, "parallel_iterations=1")' in cost
+    assert 'others={"without (e)": without_e_mib}' in cost
+
+
+def test_keras_names_historys_loss_metric_loss_which_tag_d_finds_by_name():
+    # tag (d)'s line, {m.name: m for m in self.metrics}["loss"], finds Keras' own tracker of History's loss by name;
+    # the notebook says the workbook's tests check that name: a compiled model's metrics hold exactly one named
+    # "loss", a Mean
+    base = _model()
+    base.compile(optimizer=keras.optimizers.SGD(0.1), loss=MSE, metrics=["mae"])
+    found = [m for m in base.metrics if m.name == "loss"]
+    assert len(found) == 1 and isinstance(found[0], keras.metrics.Mean), base.metrics

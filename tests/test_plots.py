@@ -276,7 +276,7 @@ def test_accumulation_windows_draws_the_updates_of_each_way_and_the_weights():
     assert [(end, c) for _, end, row, c in outlines if row == keras_row] == [(32, blue), (60, vermillion), (88, vermillion)]
     assert {c for _, _, row, c in outlines if row != keras_row} == {blue}
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["the same update as fit", "an update fit never makes"]
-    assert ax.get_yticklabels()[1].get_text() == "Accumulating,\nmicro-batches of 8"
+    assert ax.get_yticklabels()[1].get_text() == "Accumulating: fit's batches,\nin micro-batches of 8"
     # every label inside its box: the small box's "4/12" too
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()

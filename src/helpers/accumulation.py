@@ -10,6 +10,7 @@ holds one micro-batch's activations.
 * :func:`accumulated_gradients`: the large-batch gradient, computed one micro-batch at a time.
 * :func:`train_accumulated`: one optimizer update per ``accumulation_steps`` micro-batches.
 * :func:`micro_batches`: split one batch into micro-batches of given sizes.
+* :func:`without_line`: a ``train_step`` class with one line taken out, to measure what it does.
 
 Both functions follow Keras' rules: the trainable variables are read at every call, the loss is
 the one ``fit`` minimises (one loss per output with ``loss_weights``, plus ``model.losses``),
@@ -40,7 +41,32 @@ from helpers.progress import Progress
 
 LossFn = Callable[..., Any]
 
-__all__ = ["GradientAccumulator", "accumulated_gradients", "train_accumulated", "micro_batches"]
+__all__ = ["GradientAccumulator", "accumulated_gradients", "train_accumulated", "micro_batches", "without_line"]
+
+
+def without_line(cls: type, text: str) -> type:
+    """A subclass of ``cls`` whose ``train_step`` is ``cls``'s without the lines that contain ``text``: notebook 02's
+    Cost measures ``AccumulatingAll`` without its ``set_loop_options(parallel_iterations=1)`` line.
+
+    The source is read with :func:`inspect.getsource` (a notebook cell's too) and compiled under a name that
+    AutoGraph can read back. Raises ``ValueError`` if no line contains ``text``.
+    """
+    import inspect
+    import linecache
+    import textwrap
+
+    step = cls.train_step
+    step = getattr(step, "python_function", step)  # under @tf.function: the Python function
+    lines = textwrap.dedent(inspect.getsource(step)).splitlines(keepends=True)
+    kept = [line for line in lines if text not in line]
+    if len(kept) == len(lines):
+        raise ValueError(f"no line of {cls.__name__}.train_step contains {text!r}")
+    source = "".join(kept)
+    name = f"<{cls.__name__} without {text}>"
+    linecache.cache[name] = (len(source), None, kept, name)  # AutoGraph reads the source back
+    scope = dict(step.__globals__)
+    exec(compile(source, name, "exec"), scope)  # noqa: S102
+    return type(f"{cls.__name__}Without", (cls,), {"train_step": scope["train_step"]})
 
 
 def micro_batches(batch: tuple, sizes: Sequence[int]) -> list[tuple]:

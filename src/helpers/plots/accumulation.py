@@ -13,12 +13,15 @@ __all__ = ["accumulation_memory", "accumulation_windows"]
 
 def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: int,
                         fixed_mib: float, fixed_label: str, seconds: list[float] | None = None,
-                        relative: bool = True, first_label: str | None = None) -> Any:
+                        relative: bool = True, first_label: str | None = None,
+                        others: dict[str, list[float]] | None = None) -> Any:
     """Notebook 02's cost figure: the peak memory of one update of ``effective`` examples made in ``k``
     micro-batches, for each ``k`` in ``splits``; a tick reads "k × size". A dashed line marks the floor
     that does not shrink (``fixed_mib``), labelled ``fixed_label`` (say what it holds). With ``seconds``
     (the time of the same update in each split), a second panel shows that time as bars. ``first_label``
-    names the first split under its tick (the notebook's: "plain fit", the baseline).
+    names the first split under its tick (the notebook's: "plain fit", the baseline). ``others`` maps a label to
+    another peak per split (the notebook's: the class without one line), drawn dashed, labelled from the second
+    split on (the first is the baseline, one micro-batch: the notebook passes the same value).
 
     ``relative=False`` (the notebook's): both panels in MiB and ms, each point and bar labelled with its
     value. ``relative=True``: each value divided by the first split's (its MiB and ms in the axis labels),
@@ -39,6 +42,9 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
         raise ValueError(f"every split must divide effective={effective} into equal micro-batches, got {splits}")
     if not all(mib > 0 for mib in peak_mib):
         raise ValueError(f"peak_mib must hold positive sizes, got {peak_mib}")
+    others = dict(others or {})
+    if any(len(v) != len(splits) or not all(mib > 0 for mib in v) for v in others.values()):
+        raise ValueError(f"others must hold one positive size per split ({len(splits)}), got {others}")
     if seconds is not None and (len(seconds) != len(splits) or not all(s > 0 for s in seconds)):
         raise ValueError(f"seconds must hold one positive time per split ({len(splits)}), got {seconds}")
     fig, axes = new_figure(1 if seconds is None else 2, width=6.5 if seconds is None else 11, height=3.8)
@@ -50,17 +56,24 @@ def accumulation_memory(splits: list[int], peak_mib: list[float], *, effective: 
     values = [mib / unit for mib in peak_mib]
     floor = fixed_mib / unit
     label = (lambda v: f"{v:.2f}x") if relative else (lambda v: f"{v:.1f} MiB")
-    ax.plot(splits, values, "o-", label="peak memory of one update")
+    ax.plot(splits, values, "o-", label="peak memory of one update", zorder=3)  # over a shared first point
+    for (name, other), color in zip(others.items(), COLORS[1:]):
+        other = [mib / unit for mib in other]
+        ax.plot(splits, other, "s--", color=color, label=name)  # from the shared first point
+        for k, value in zip(splits[1:], other[1:]):
+            ax.annotate(label(value), (k, value), textcoords="offset points", xytext=(5, 6), ha="left", color=color)
     ax.axhline(floor, color="grey", ls="--", lw=1.5, label=f"{fixed_label}: {label(floor)}")
     for k, value in zip(splits[int(relative):], values[int(relative):]):  # relative: the first is 1.00x
-        ax.annotate(label(value), (k, value), textcoords="offset points", xytext=(5, 6), ha="left")  # clear of the line
+        ax.annotate(label(value), (k, value), textcoords="offset points", xytext=(5, -14 if others else 6),
+                    ha="left")  # clear of the line (under it when a dashed curve runs above)
     ax.set_xscale("log", base=2)
     ax.set_xticks(splits, ticks)
     ax.set_xlim(splits[0] / 1.5, splits[-1] * 1.5)  # room for the end points' labels
     ax.minorticks_off()
     ax.set_xlabel(f"micro-batches × examples in each ({effective} in all)")
     ax.set_ylabel(f"peak memory (1 = {peak_mib[0]:.3g} MiB)" if relative else "peak memory of one update (MiB)")
-    ax.set_ylim(0, max(values) * 1.15)
+    top = max([*values, *(mib / unit for v in others.values() for mib in v[1:])])
+    ax.set_ylim(0, top * (1.5 if others else 1.15))  # with others: room for the legend above the curves
     ax.set_title(f"memory of one update of {effective}: down to a floor")
     ax.legend(loc="upper right", fontsize=9)
     if seconds is not None:
@@ -139,7 +152,7 @@ def accumulation_windows(sizes: list[int], *, steps: int, epochs: int) -> Any:
     large = steps * sizes[0]
     rows = [
         (f"fit, batches of {large}", [[sum(w)] for w in ours], "batch"),
-        (f"Accumulating,\nmicro-batches of {sizes[0]}", ours, "size"),
+        (f"Accumulating: fit's batches,\nin micro-batches of {sizes[0]}", ours, "size"),
         (f"Keras' built-in,\n{steps} micro-batches of {sizes[0]}", keras_applied, "equal"),
     ]
     ends = list(itertools.accumulate(sum(w) for w in ours))
