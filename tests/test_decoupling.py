@@ -699,6 +699,37 @@ def test_the_notebooks_bridge_runs_a_dense_float32_model_and_hands_scipy_float64
     assert _traces(fun) == 1  # batches of 20 and 30 rows: one trace
 
 
+def test_the_notebooks_float32_cell_runs_cell_a_unchanged_on_a_float32_model_in_the_float64_session():
+    """Notebook 01's "Optional: float32" cell, run as written in the notebook's float64 session: it uses
+    cell A's bridge (it does not define its own), the model's weights and output stay float32 (SciPy's
+    float64 θ cast on assignment), L-BFGS lowers the held batch's loss tenfold, the model is left at
+    SciPy's answer, and Keras' defaults stay float64 for the rest of the notebook."""
+    import ast
+    import json
+    from pathlib import Path
+
+    import scipy.optimize
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "01_queue_decoupling.ipynb"
+    cells = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
+    source = [c for c in cells if "model32 = " in c]
+    assert len(source) == 1, "notebook 01 has one float32 cell"
+    defined = {n.name for n in ast.walk(ast.parse(source[0])) if isinstance(n, ast.FunctionDef)}
+    assert not defined and "scipy_objective(model32" in source[0]  # cell A's bridge, unchanged
+    features, targets = _rows()
+    scope = {"np": np, "tf": tf, "keras": keras, "scipy": scipy, "features": features, "targets": targets,
+             "scipy_objective": _notebook_bridge(), "your_loss": keras.losses.MeanSquaredError(), "print": print}
+    with _Float64Session():
+        exec(compile(source[0], "01_queue_decoupling:float32", "exec"), scope)  # noqa: S102
+        assert keras.config.floatx() == "float64" and keras.config.dtype_policy().name == "float64"
+        model, x, y, result = scope["model32"], scope["x"], scope["y"], scope["result32"]
+        assert {v.dtype for v in model.weights} == {"float32"} and model(x).dtype == tf.float32
+        assert x.dtype == tf.float32 and len(y) == 500
+        assert result.x.dtype == np.float64 and result.fun < scope["loss_before"] / 10
+        weights = np.concatenate([v.numpy().ravel() for v in model.trainable_variables])
+        assert np.allclose(weights, result.x.astype(np.float32))  # left at SciPy's answer
+
+
 def test_scipy_accepts_the_point_it_evaluated_last(dataset):
     """The notebook's Proof and Picture mark SciPy's accepted points by the evaluation count at each
     callback (``accepted.append(len(losses))``): that holds because L-BFGS-B's callback point is the
