@@ -1925,6 +1925,23 @@ def test_the_notebooks_make_sync_refuses_models_never_built(nb):
         nb["make_sync"](built, value_net(4))()
 
 
+def test_the_notebooks_make_soft_sync_refuses_models_never_built(nb):
+    # Round 27 (a fresh reader: "make_soft_sync has no 'not built yet' guard like make_sync"): it pairs the
+    # variables when it is made, so made before the models were built it would copy nothing, silently and for good.
+    # Its sync raises instead, naming the model, and leaves the copy as it was; built models sync as before.
+    value_net = nb["ValueNet"]
+    model, past = value_net(4), value_net(4)
+    soft = nb["make_soft_sync"](model, past, 0.5)
+    x = np.zeros((1, 2), "float32")
+    model(x), past(x)
+    before = [p.numpy() for p in past.variables]
+    with pytest.raises(ValueError, match=f"{model.name} had no variables when make_soft_sync was called"):
+        soft()
+    assert all(np.array_equal(b, p.numpy()) for b, p in zip(before, past.variables))
+    nb["make_soft_sync"](model, past, 1.0)()  # made after the build: a full copy
+    assert all(np.array_equal(m.numpy(), p.numpy()) for m, p in zip(model.variables, past.variables))
+
+
 def test_the_notebooks_plain_loop_template_learns_as_its_target_learner_in_fit_does(nb, capsys):
     # The notebook's plain loop ("The loop (adapt it to your model)", round 25; the main example, before
     # TargetLearner since round 25's second edit), run as it stands: the loop with stop_gradient, make_sync and
