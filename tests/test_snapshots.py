@@ -2124,3 +2124,24 @@ def test_the_notebooks_mean_teacher_in_fit_learns_as_its_loop_does(nb):
     learner.fit(data, shuffle=False, verbose=0)
     fit, loop = nb["accuracy"](learner.teacher), nb["accuracy"](loop_teacher)
     assert fit > 0.94 and abs(fit - loop) < 0.02, (fit, loop)
+
+
+def test_the_learners_report_their_steps_loss_not_keras_unused_loss_tracker(nb):
+    # A train_step returning {"loss": loss} shows Keras 3's own loss tracker instead, which nothing updates: 0.0 in
+    # History and the progress bar (test_fit_reports_the_questions_loss_and_trains_only_a_and_b). Round 27's last look:
+    # the notebook's TeacherLearner, the docs' TargetLearner and snapshot_data's NoCopyLearner all returned "loss".
+    keras.utils.set_random_seed(1)
+    teacher_learner = nb["TeacherLearner"](nb["make_net"](), nb["make_net"]())
+    teacher_learner.compile(optimizer=keras.optimizers.Adam(0.01))
+    history = teacher_learner.fit(nb["batches"](3), shuffle=False, verbose=0).history
+    assert "loss" not in history and history["step_loss"][0] > 0.01  # the labeled cross-entropy alone is ~0.7
+    data = tf.data.Dataset.from_tensors((nb["states"], nb["next_states"], nb["rewards"])).repeat(2)
+    def built():  # a ValueNet called once: the learners copy its variables when made
+        net = nb["ValueNet"](8)
+        net(nb["states"])
+        return net
+
+    for learner in (nb["TargetLearner"](built(), built()), snapshot_data.no_copy_learner(built())):
+        learner.compile(optimizer=keras.optimizers.Adam(0.01))
+        history = learner.fit(data, shuffle=False, verbose=0).history
+        assert "loss" not in history and history["step_loss"][0] > 0

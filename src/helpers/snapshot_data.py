@@ -80,7 +80,7 @@ def no_copy_learner(value: Any, target: None = None, gamma: float = 0.9) -> Any:
                 loss = tf.reduce_mean(tf.square(labels - self.value(states, training=True)))
             grads = tape.gradient(loss, self.value.trainable_variables)
             self.optimizer.apply_gradients(zip(grads, self.value.trainable_variables))
-            return {"loss": loss}
+            return {"step_loss": loss}  # not "loss": fit would show its own unused loss tracker, 0.0
 
     return NoCopyLearner()
 
