@@ -81,12 +81,13 @@ def _state(pid: int) -> str:
 def _all_ended(workers_and_children: list[int]) -> bool:
     """The workers (even pids) were reaped by the launcher: gone. Their children (odd pids) were
     killed with them; their new parent (init) reaps them in its own time: gone or zombies."""
-    deadline = time.monotonic() + 60
-    while any(_state(pid) not in ("gone", "Z") for pid in workers_and_children[1::2]):
+    deadline = time.monotonic() + 60  # a launcher stopped by Ctrl-C may exit before it reaps: init reaps then
+    while (any(_state(pid) not in ("gone", "Z") for pid in workers_and_children[1::2])
+           or any(_state(pid) != "gone" for pid in workers_and_children[0::2])):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.1)
-    return all(_state(pid) == "gone" for pid in workers_and_children[0::2])
+    return True
 
 
 def _pids(pid_dir: Path, count: int) -> list[int]:
